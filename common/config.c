@@ -1,0 +1,398 @@
+/* The configuration: one table describes every key (section, name, kind,
+ * bounds), so the file parser, the command line and the tests agree on what
+ * exists. Values are parsed strictly: a stray character is an error, never
+ * silently ignored. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum key_kind { KEY_PATH, KEY_SIZE, KEY_DURATION, KEY_MODE };
+
+struct key_spec {
+    const char *section;
+    const char *name;
+    enum key_kind kind;
+    size_t offset;
+    uint64_t min, max;
+};
+
+#define KIB 1024ull
+#define MIB (1024ull * 1024ull)
+#define GIB (1024ull * MIB)
+
+static const struct key_spec keys[] = {
+    { "daemon", "spool", KEY_PATH, offsetof(struct config, spool), 0, 0 },
+    { "daemon", "socket", KEY_PATH, offsetof(struct config, socket_path), 0, 0 },
+    { "daemon", "socket_mode", KEY_MODE, offsetof(struct config, socket_mode), 0, 07777 },
+    { "limits", "max_record_bytes", KEY_SIZE, offsetof(struct config, max_record_bytes), 1,
+      256 * MIB },
+    { "limits", "max_frame_bytes", KEY_SIZE, offsetof(struct config, max_frame_bytes),
+      4 * KIB, 256 * MIB },
+    { "limits", "session_buffer_bytes", KEY_SIZE,
+      offsetof(struct config, session_buffer_bytes), 64 * KIB, 64 * GIB },
+    { "shard", "max_shard_bytes", KEY_SIZE, offsetof(struct config, max_shard_bytes),
+      4 * KIB, 1024 * GIB },
+    { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
+      365ull * 24 * 3600 * 1000 },
+};
+
+int config_init(struct config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->spool = strdup(CONFIG_DEFAULT_SPOOL);
+    c->socket_path = strdup(CONFIG_DEFAULT_SOCKET);
+    c->socket_mode = 0660;
+    c->max_record_bytes = 1 * MIB;
+    c->max_frame_bytes = 4 * MIB;
+    c->session_buffer_bytes = 8 * MIB;
+    c->max_shard_bytes = 64 * MIB;
+    c->max_shard_age_ms = 3600ull * 1000;
+    if (!c->spool || !c->socket_path) {
+        config_free(c);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void config_free(struct config *c)
+{
+    free(c->spool);
+    free(c->socket_path);
+    c->spool = c->socket_path = NULL;
+}
+
+int parse_uint(const char *text, int base, uint64_t *ret)
+{
+    char *end;
+    unsigned long long v;
+
+    /* strtoull would skip blanks and take a sign; neither belongs here. */
+    if (!text || !isalnum((unsigned char)*text))
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(text, &end, base);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (end == text || *end)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+/* Splits "123suffix" into the number and the suffix. */
+static int split_number(const char *text, uint64_t *ret_value, const char **ret_suffix)
+{
+    char *end;
+    unsigned long long v;
+
+    if (!text || !isdigit((unsigned char)*text))
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    *ret_value = v;
+    *ret_suffix = end;
+    return 0;
+}
+
+static int scale(uint64_t value, uint64_t unit, uint64_t *ret)
+{
+    if (unit && value > UINT64_MAX / unit)
+        return -ERANGE;
+    *ret = value * unit;
+    return 0;
+}
+
+int parse_size(const char *text, uint64_t *ret)
+{
+    static const struct { const char *suffix; uint64_t unit; } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "K", KIB }, { "KB", KIB }, { "KiB", KIB }, { "k", KIB },
+        { "M", MIB }, { "MB", MIB }, { "MiB", MIB },
+        { "G", GIB }, { "GB", GIB }, { "GiB", GIB },
+        { "T", 1024 * GIB }, { "TB", 1024 * GIB }, { "TiB", 1024 * GIB },
+    };
+    uint64_t v;
+    const char *suffix;
+    int r = split_number(text, &v, &suffix);
+
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(suffix, units[i].suffix) == 0)
+            return scale(v, units[i].unit, ret);
+    return -EINVAL;
+}
+
+int parse_duration_ms(const char *text, uint64_t *ret)
+{
+    static const struct { const char *suffix; uint64_t ms; } units[] = {
+        { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "min", 60000 },
+        { "h", 3600000 }, { "d", 86400000 },
+    };
+    uint64_t v;
+    const char *suffix;
+    int r = split_number(text, &v, &suffix);
+
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(suffix, units[i].suffix) == 0)
+            return scale(v, units[i].ms, ret);
+    return -EINVAL;
+}
+
+static const struct key_spec *find_key(const char *section, const char *key,
+                                       bool *ret_section_known)
+{
+    *ret_section_known = false;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strcmp(keys[i].section, section) != 0)
+            continue;
+        *ret_section_known = true;
+        if (strcmp(keys[i].name, key) == 0)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+int config_set(struct config *c, const char *section, const char *key, const char *value,
+               char *why, size_t why_len)
+{
+    bool section_known;
+    const struct key_spec *k = find_key(section, key, &section_known);
+    uint64_t v = 0;
+    int r;
+
+    if (!k) {
+        if (section_known)
+            snprintf(why, why_len, "unknown key '%s' in section [%s]", key, section);
+        else
+            snprintf(why, why_len, "unknown section [%s]", section);
+        return -ENOENT;
+    }
+    switch (k->kind) {
+    case KEY_PATH: {
+        char **slot = (char **)((char *)c + k->offset);
+        char *copy;
+
+        if (!*value) {
+            snprintf(why, why_len, "%s: empty path", key);
+            return -EINVAL;
+        }
+        copy = strdup(value);
+        if (!copy) {
+            snprintf(why, why_len, "out of memory");
+            return -ENOMEM;
+        }
+        free(*slot);
+        *slot = copy;
+        return 0;
+    }
+    case KEY_SIZE:
+        r = parse_size(value, &v);
+        if (r < 0) {
+            snprintf(why, why_len,
+                     "%s: '%s' is not a size (a number with an optional K, M, G or T suffix)",
+                     key, value);
+            return r;
+        }
+        break;
+    case KEY_DURATION:
+        r = parse_duration_ms(value, &v);
+        if (r < 0) {
+            snprintf(why, why_len,
+                     "%s: '%s' is not a duration (a number with ms, s, m, h or d)", key,
+                     value);
+            return r;
+        }
+        break;
+    case KEY_MODE:
+        r = parse_uint(value, 8, &v);
+        if (r < 0) {
+            snprintf(why, why_len, "%s: '%s' is not an octal file mode", key, value);
+            return r;
+        }
+        break;
+    }
+    if (v < k->min || v > k->max) {
+        snprintf(why, why_len, "%s: %s is out of range (%llu to %llu%s)", key, value,
+                 (unsigned long long)k->min, (unsigned long long)k->max,
+                 k->kind == KEY_DURATION ? " ms" : k->kind == KEY_SIZE ? " bytes" : "");
+        return -ERANGE;
+    }
+    *(uint64_t *)((char *)c + k->offset) = v;
+    return 0;
+}
+
+struct load_ctx {
+    struct config *c;
+    FILE *file;
+    int line;       /* lines handed to the parser so far */
+    int error_line; /* where ctx.error was found */
+    char why[512];
+    int error;
+};
+
+static void set_error(struct load_ctx *ctx, int error)
+{
+    ctx->error = error;
+    ctx->error_line = ctx->line;
+}
+
+/* Feeds the parser one line at a time so that errors found by the handler
+ * carry the right line number. It also keeps inih from guessing: leading
+ * blanks are removed (inih would take an indented line as the continuation
+ * of the previous value), a line too long for inih's buffer is an error
+ * instead of being split in two, and a section header with no keys under it
+ * is still checked. */
+static char *read_config_line(char *buf, int size, void *stream)
+{
+    struct load_ctx *ctx = stream;
+    char *s = fgets(buf, size, ctx->file);
+    size_t len, blanks;
+
+    if (!s)
+        return NULL;
+    ctx->line++;
+    len = strlen(s);
+    if (len == (size_t)size - 1 && s[len - 1] != '\n' && !feof(ctx->file)) {
+        int c;
+        bool comment = s[strspn(s, " \t")] == '#' || s[strspn(s, " \t")] == ';';
+
+        while ((c = fgetc(ctx->file)) != EOF && c != '\n')
+            ;
+        if (!comment && !ctx->error) {
+            snprintf(ctx->why, sizeof(ctx->why), "line longer than %d bytes", size - 2);
+            set_error(ctx, -EINVAL);
+        }
+        if (comment) { /* the part kept is still a comment */
+            s[0] = '#';
+            s[1] = '\0';
+        }
+    }
+    blanks = strspn(s, " \t");
+    if (blanks)
+        memmove(s, s + blanks, strlen(s + blanks) + 1);
+    if (*s == '[' && !ctx->error) {
+        const char *close = strchr(s, ']');
+        bool known = false;
+
+        if (close) {
+            size_t n = (size_t)(close - s - 1);
+            for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+                if (strlen(keys[i].section) == n && strncmp(keys[i].section, s + 1, n) == 0)
+                    known = true;
+            if (!known) {
+                snprintf(ctx->why, sizeof(ctx->why), "unknown section [%.*s]", (int)n, s + 1);
+                set_error(ctx, -ENOENT);
+            }
+        }
+    }
+    return s;
+}
+
+static int handle_config_entry(void *user, const char *section, const char *name, const char *value)
+{
+    struct load_ctx *ctx = user;
+    int r;
+
+    if (ctx->error)
+        return 0;
+    if (!name) /* a section header alone; read_config_line has checked it */
+        return 1;
+    if (!*section) {
+        snprintf(ctx->why, sizeof(ctx->why), "key '%s' outside of any section", name);
+        set_error(ctx, -EINVAL);
+        return 0;
+    }
+    r = config_set(ctx->c, section, name, value ? value : "", ctx->why, sizeof(ctx->why));
+    if (r < 0) {
+        set_error(ctx, r);
+        return 0;
+    }
+    return 1;
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t err_len)
+{
+    struct config work;
+    struct load_ctx ctx = { .c = &work };
+    int line, read_errno = EIO;
+
+    /* Parse into a copy so a bad file leaves the running settings alone. */
+    work = *c;
+    work.spool = strdup(c->spool);
+    work.socket_path = strdup(c->socket_path);
+    if (!work.spool || !work.socket_path) {
+        config_free(&work);
+        snprintf(err, err_len, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    ctx.file = fopen(path, "re");
+    if (!ctx.file) {
+        int e = errno;
+        config_free(&work);
+        snprintf(err, err_len, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    line = ini_parse_stream(read_config_line, &ctx, handle_config_entry, &ctx);
+    if (ferror(ctx.file) && line == 0) {
+        read_errno = errno ? errno : EIO;
+        line = -1; /* e.g. EISDIR: fgets failing looks like the end of the file */
+    }
+    fclose(ctx.file);
+    if (line != 0 || ctx.error) {
+        if (line < 0)
+            snprintf(err, err_len, "%s: cannot read the file: %s", path, strerror(read_errno));
+        else if (ctx.error && (line == 0 || line >= ctx.error_line))
+            snprintf(err, err_len, "%s:%d: %s", path, ctx.error_line, ctx.why);
+        else
+            snprintf(err, err_len,
+                     "%s:%d: syntax error (expected '[section]', 'key = value' or a comment)",
+                     path, line);
+        config_free(&work);
+        if (line < 0)
+            return -read_errno;
+        return ctx.error && (line == 0 || line >= ctx.error_line) ? ctx.error : -EINVAL;
+    }
+    config_free(c);
+    *c = work;
+    return 0;
+}
+
+int config_check(const struct config *c, char *err, size_t err_len)
+{
+    if (c->max_frame_bytes < c->max_record_bytes + 8 + 64) {
+        snprintf(err, err_len,
+                 "max_frame_bytes (%llu) must leave room for one record of max_record_bytes "
+                 "(%llu) and its framing",
+                 (unsigned long long)c->max_frame_bytes,
+                 (unsigned long long)c->max_record_bytes);
+        return -EINVAL;
+    }
+    if (c->session_buffer_bytes < c->max_frame_bytes) {
+        snprintf(err, err_len,
+                 "session_buffer_bytes (%llu) must be at least max_frame_bytes (%llu)",
+                 (unsigned long long)c->session_buffer_bytes,
+                 (unsigned long long)c->max_frame_bytes);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int config_key_at(size_t index, const char **ret_section, const char **ret_key)
+{
+    if (index >= sizeof(keys) / sizeof(keys[0]))
+        return -ENOENT;
+    *ret_section = keys[index].section;
+    *ret_key = keys[index].name;
+    return 0;
+}

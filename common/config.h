@@ -1,0 +1,54 @@
+/* Daemon settings: embedded defaults, overridden by the INI file, overridden
+ * by the command line. config/logshard.conf lists every key. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_DEFAULT_SPOOL "/var/lib/logshard"
+#define CONFIG_DEFAULT_SOCKET "/run/logshard/logshard.sock"
+
+struct config {
+    char *spool;
+    char *socket_path;
+    uint64_t socket_mode;
+    uint64_t max_record_bytes;
+    uint64_t max_frame_bytes;
+    uint64_t session_buffer_bytes;
+    uint64_t max_shard_bytes;
+    uint64_t max_shard_age_ms;
+};
+
+/* Fills c with the embedded defaults. Returns 0 or -ENOMEM. */
+int config_init(struct config *c);
+
+/* Frees what c owns; c may be half-built. */
+void config_free(struct config *c);
+
+/* Sets section.key from its text value, as the file and the command line do.
+ * Returns 0, -ENOENT for an unknown section or key, -EINVAL or -ERANGE for a
+ * bad value, with a message in why[why_len]. c is untouched on failure. */
+int config_set(struct config *c, const char *section, const char *key, const char *value,
+               char *why, size_t why_len);
+
+/* Reads the INI file at path into c. Returns 0, or a negative errno with
+ * "PATH:LINE: what is wrong" (or "PATH: why" when it cannot be read) in
+ * err[err_len]. On failure c holds what it held before. */
+int config_load(struct config *c, const char *path, char *err, size_t err_len);
+
+/* Checks that the settings make sense together (e.g. a frame can carry a
+ * record of max_record_bytes). Returns 0 or -EINVAL with a message. */
+int config_check(const struct config *c, char *err, size_t err_len);
+
+/* Walks the known keys: call with index 0, 1, ... until it returns -ENOENT.
+ * Tests use it to check the example file lists every key. */
+int config_key_at(size_t index, const char **ret_section, const char **ret_key);
+
+/* Parsers shared with the command line. Each returns 0 or -EINVAL/-ERANGE and
+ * writes *ret only on success.
+ * Sizes: a number with an optional K, M, G or T suffix (powers of 1024, an
+ * optional "iB" or "B" after it). Durations: a number with ms, s, m, h or d
+ * (no suffix means seconds); the result is in milliseconds. */
+int parse_size(const char *text, uint64_t *ret);
+int parse_duration_ms(const char *text, uint64_t *ret);
+int parse_uint(const char *text, int base, uint64_t *ret);

@@ -1,0 +1,47 @@
+/* Careful file helpers: whole writes, directory syncs, cleanup attributes.
+ * Every function returns 0 (or a count) or a negative errno. */
+#pragma once
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* Writes all len bytes at fd's current offset, retrying on EINTR and short
+ * writes. Returns 0 or a negative errno. */
+int write_all(int fd, const void *buf, size_t len);
+
+/* Reads until len bytes or end of file; returns the number read or -errno. */
+ssize_t read_full(int fd, void *buf, size_t len);
+
+/* fsync(2) on an open directory, or on the directory at path. */
+int fsync_dir_fd(int dirfd);
+int fsync_dir_path(const char *path);
+
+/* Creates the directory at path with mode if it is missing; an existing
+ * directory is fine. Returns 0, -ENOTDIR or another negative errno. */
+int mkdir_if_missing(const char *path, mode_t mode);
+
+/* Joins dir and name with one '/' into a new string; NULL when out of memory. */
+char *path_join(const char *dir, const char *name);
+
+/* Nanoseconds since the epoch (CLOCK_REALTIME) and of CLOCK_MONOTONIC. */
+uint64_t now_realtime_ns(void);
+uint64_t now_monotonic_ns(void);
+
+static inline void close_fdp(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        (void)close(*fd); /* cleanup on a path that already has its result */
+        errno = saved;
+    }
+}
+static inline void freep(void *p)
+{
+    free(*(void **)p);
+}
+#define _cleanup_close_ __attribute__((cleanup(close_fdp)))
+#define _cleanup_free_ __attribute__((cleanup(freep)))

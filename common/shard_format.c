@@ -1,0 +1,284 @@
+/* Shard header and record encoding, and the one reader that logctl cat, merge
+ * checks and recovery share. The reader refuses anything it cannot prove
+ * valid: a record whose length, CRC or place in the file is wrong ends the
+ * valid prefix there. */
+#include "shard_format.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+
+size_t shard_encode_header(unsigned char *out, const struct shard_header *h)
+{
+    size_t size = shard_header_size(h->producer_len);
+    unsigned char *p = out;
+
+    memcpy(p, SHARD_MAGIC, SHARD_MAGIC_SIZE);
+    wire_put_u16(p + 8, SHARD_FORMAT_VERSION);
+    wire_put_u16(p + 10, (uint16_t)size);
+    wire_put_u32(p + 12, h->uid);
+    wire_put_u32(p + 16, h->gid);
+    wire_put_u32(p + 20, h->pid);
+    wire_put_u64(p + 24, h->shard_id);
+    wire_put_u64(p + 32, h->created_ns);
+    wire_put_u16(p + 40, (uint16_t)h->producer_len);
+    memcpy(p + SHARD_HEADER_FIXED, h->producer, h->producer_len);
+    wire_put_u32(p + size - 4, crc32c(p, size - 4));
+    return size;
+}
+
+int shard_decode_header(const unsigned char *in, size_t avail, struct shard_header *ret,
+                        const char **ret_why)
+{
+    struct shard_header h;
+    size_t size;
+
+    if (memcmp(in, SHARD_MAGIC, avail < SHARD_MAGIC_SIZE ? avail : SHARD_MAGIC_SIZE) != 0) {
+        *ret_why = "no shard header (bad magic)";
+        return -EBADMSG;
+    }
+    if (avail < SHARD_HEADER_FIXED)
+        return -EAGAIN;
+    memset(&h, 0, sizeof(h));
+    h.version = wire_get_u16(in + 8);
+    h.header_len = wire_get_u16(in + 10);
+    h.uid = wire_get_u32(in + 12);
+    h.gid = wire_get_u32(in + 16);
+    h.pid = wire_get_u32(in + 20);
+    h.shard_id = wire_get_u64(in + 24);
+    h.created_ns = wire_get_u64(in + 32);
+    h.producer_len = wire_get_u16(in + 40);
+    if (h.version != SHARD_FORMAT_VERSION) {
+        *ret_why = "unsupported shard format version";
+        return -EBADMSG;
+    }
+    if (h.producer_len < 1 || h.producer_len > WIRE_PRODUCER_NAME_MAX) {
+        *ret_why = "producer name length out of range in shard header";
+        return -EBADMSG;
+    }
+    size = shard_header_size(h.producer_len);
+    if (h.header_len != size) {
+        *ret_why = "shard header length does not match its producer name";
+        return -EBADMSG;
+    }
+    if (avail < size)
+        return -EAGAIN;
+    if (wire_get_u32(in + size - 4) != crc32c(in, size - 4)) {
+        *ret_why = "shard header CRC mismatch";
+        return -EBADMSG;
+    }
+    memcpy(h.producer, in + SHARD_HEADER_FIXED, h.producer_len);
+    h.producer[h.producer_len] = '\0';
+    if (wire_check_producer_name(h.producer, h.producer_len) < 0) {
+        *ret_why = "producer name in shard header breaks the naming rule";
+        return -EBADMSG;
+    }
+    *ret = h;
+    return 0;
+}
+
+static uint32_t record_crc(const unsigned char *hdr, const void *payload, uint32_t len)
+{
+    uint32_t crc = crc32c_extend(0, hdr, 4);
+    crc = crc32c_extend(crc, hdr + 8, 8);
+    return crc32c_extend(crc, payload, len);
+}
+
+size_t shard_encode_record(unsigned char *out, const void *payload, uint32_t len,
+                           uint64_t timestamp_ns)
+{
+    wire_put_u32(out, len);
+    wire_put_u64(out + 8, timestamp_ns);
+    memcpy(out + SHARD_RECORD_HEADER, payload, len);
+    wire_put_u32(out + 4, record_crc(out, out + SHARD_RECORD_HEADER, len));
+    return SHARD_RECORD_HEADER + len;
+}
+
+/* ---- reader ---- */
+
+#define READER_MIN_BUFFER (256u * 1024u)
+
+struct shard_reader {
+    int fd;
+    unsigned char *buf;
+    size_t cap;
+    size_t start; /* first unconsumed byte in buf */
+    size_t end;   /* one past the last byte read into buf */
+    bool eof;
+    uint64_t buf_offset; /* file offset of buf[0] */
+    uint64_t records;
+    bool have_header;
+    struct shard_header header;
+    int error;
+    uint64_t error_offset;
+    const char *error_why;
+};
+
+int shard_reader_new(struct shard_reader **ret, int fd)
+{
+    struct shard_reader *r = calloc(1, sizeof(*r));
+
+    if (!r)
+        return -ENOMEM;
+    r->buf = malloc(READER_MIN_BUFFER);
+    if (!r->buf) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->cap = READER_MIN_BUFFER;
+    r->fd = fd;
+    *ret = r;
+    return 0;
+}
+
+void shard_reader_free(struct shard_reader *r)
+{
+    if (!r)
+        return;
+    free(r->buf);
+    free(r);
+}
+
+/* Makes at least want bytes available from start, or as many as the file
+ * has. Returns the number available, or a negative errno. */
+static ssize_t reader_fill(struct shard_reader *r, size_t want)
+{
+    if (r->end - r->start >= want || r->eof)
+        return (ssize_t)(r->end - r->start);
+    if (r->start > 0) {
+        memmove(r->buf, r->buf + r->start, r->end - r->start);
+        r->buf_offset += r->start;
+        r->end -= r->start;
+        r->start = 0;
+    }
+    if (want > r->cap) {
+        size_t cap = r->cap;
+        unsigned char *nb;
+
+        while (cap < want)
+            cap *= 2;
+        nb = realloc(r->buf, cap);
+        if (!nb)
+            return -ENOMEM;
+        r->buf = nb;
+        r->cap = cap;
+    }
+    while (r->end < want) {
+        ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0) {
+            r->eof = true;
+            break;
+        }
+        r->end += (size_t)n;
+    }
+    return (ssize_t)(r->end - r->start);
+}
+
+static int reader_fail(struct shard_reader *r, int err, const char *why)
+{
+    r->error = err;
+    r->error_offset = r->buf_offset + r->start;
+    r->error_why = why;
+    return err;
+}
+
+int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
+{
+    ssize_t avail;
+    const unsigned char *p;
+
+    if (r->error)
+        return r->error;
+
+    avail = reader_fill(r, SHARD_RECORD_HEADER);
+    if (avail < 0)
+        return reader_fail(r, (int)avail, "read error");
+    if (avail == 0) {
+        if (!r->have_header)
+            return reader_fail(r, -ENODATA, "empty file (no shard header)");
+        return 0;
+    }
+    p = r->buf + r->start;
+
+    /* A shard header: at the start of the file, or where a merged file
+     * continues with the next shard. */
+    if ((size_t)avail >= SHARD_MAGIC_SIZE ? memcmp(p, SHARD_MAGIC, SHARD_MAGIC_SIZE) == 0
+                                         : memcmp(p, SHARD_MAGIC, (size_t)avail) == 0) {
+        const char *why = NULL;
+        int rc;
+
+        avail = reader_fill(r, SHARD_HEADER_MAX);
+        if (avail < 0)
+            return reader_fail(r, (int)avail, "read error");
+        p = r->buf + r->start;
+        rc = shard_decode_header(p, (size_t)avail, &r->header, &why);
+        if (rc == -EAGAIN)
+            return reader_fail(r, -ENODATA, "file ends inside a shard header");
+        if (rc < 0)
+            return reader_fail(r, rc, why);
+        r->have_header = true;
+        ret->kind = SHARD_ITEM_HEADER;
+        ret->offset = r->buf_offset + r->start;
+        ret->header = &r->header;
+        ret->timestamp_ns = 0;
+        ret->payload = NULL;
+        ret->len = 0;
+        r->start += r->header.header_len;
+        return 1;
+    }
+    if (!r->have_header)
+        return reader_fail(r, -EBADMSG, "no shard header (bad magic)");
+    if ((size_t)avail < SHARD_RECORD_HEADER)
+        return reader_fail(r, -ENODATA, "file ends inside a record header");
+
+    {
+        uint32_t len = wire_get_u32(p);
+        uint32_t crc = wire_get_u32(p + 4);
+        uint64_t ts = wire_get_u64(p + 8);
+
+        if (len == 0 || len > SHARD_RECORD_MAX)
+            return reader_fail(r, -EBADMSG, "impossible record length");
+        avail = reader_fill(r, SHARD_RECORD_HEADER + (size_t)len);
+        if (avail < 0)
+            return reader_fail(r, (int)avail, "read error");
+        p = r->buf + r->start;
+        if ((size_t)avail < SHARD_RECORD_HEADER + (size_t)len)
+            return reader_fail(r, -ENODATA, "file ends inside a record");
+        if (record_crc(p, p + SHARD_RECORD_HEADER, len) != crc)
+            return reader_fail(r, -EBADMSG, "record CRC mismatch");
+        ret->kind = SHARD_ITEM_RECORD;
+        ret->offset = r->buf_offset + r->start;
+        ret->header = &r->header;
+        ret->timestamp_ns = ts;
+        ret->payload = p + SHARD_RECORD_HEADER;
+        ret->len = len;
+        r->start += SHARD_RECORD_HEADER + (size_t)len;
+        r->records++;
+        return 1;
+    }
+}
+
+void shard_reader_error(const struct shard_reader *r, uint64_t *ret_offset,
+                        const char **ret_why)
+{
+    *ret_offset = r->error ? r->error_offset : r->buf_offset + r->start;
+    *ret_why = r->error ? r->error_why : NULL;
+}
+
+uint64_t shard_reader_records(const struct shard_reader *r)
+{
+    return r->records;
+}
+
+uint64_t shard_reader_valid_end(const struct shard_reader *r)
+{
+    return r->error ? r->error_offset : r->buf_offset + r->start;
+}

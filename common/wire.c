@@ -1,0 +1,233 @@
+/* Encoding and decoding of producer frames. Decoders check every length
+ * against what was received and against the limits before returning
+ * anything, so callers can trust what comes out. */
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+const char wire_producer_name_rule[] =
+    "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.'";
+
+void wire_encode_header(unsigned char *out, enum wire_type type, uint32_t length)
+{
+    wire_put_u32(out, length);
+    out[4] = (unsigned char)type;
+    out[5] = out[6] = out[7] = 0;
+}
+
+int wire_decode_header(const unsigned char *in, uint32_t max_frame_bytes,
+                       struct wire_header *ret_header)
+{
+    uint32_t length = wire_get_u32(in);
+    uint8_t type = in[4];
+
+    if (in[5] || in[6] || in[7])
+        return -EPROTO;
+    if (type < WIRE_HELLO || type > WIRE_ERROR)
+        return -EBADMSG;
+    if (length > max_frame_bytes || length > WIRE_MAX_FRAME_BYTES)
+        return -EMSGSIZE;
+    ret_header->length = length;
+    ret_header->type = type;
+    return 0;
+}
+
+static bool name_char_ok(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+}
+
+int wire_check_producer_name(const char *name, size_t len)
+{
+    if (len < 1 || len > WIRE_PRODUCER_NAME_MAX || name[0] == '.')
+        return -EINVAL;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char_ok((unsigned char)name[i]))
+            return -EINVAL;
+    return 0;
+}
+
+int wire_encode_hello(unsigned char *out, const char *name, size_t name_len)
+{
+    if (wire_check_producer_name(name, name_len) < 0)
+        return -EINVAL;
+    wire_encode_header(out, WIRE_HELLO, (uint32_t)(WIRE_HELLO_FIXED + name_len));
+    wire_put_u16(out + WIRE_HEADER_SIZE, WIRE_PROTOCOL_VERSION);
+    wire_put_u16(out + WIRE_HEADER_SIZE + 2, 0);
+    memcpy(out + WIRE_HEADER_SIZE + WIRE_HELLO_FIXED, name, name_len);
+    return (int)(WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + name_len);
+}
+
+int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hello *ret)
+{
+    struct wire_hello h;
+
+    if (len < WIRE_HELLO_FIXED)
+        return -EPROTO;
+    h.version = wire_get_u16(payload);
+    h.flags = wire_get_u16(payload + 2);
+    h.name = (const char *)payload + WIRE_HELLO_FIXED;
+    h.name_len = len - WIRE_HELLO_FIXED;
+    if (h.version != WIRE_PROTOCOL_VERSION)
+        return -EPROTONOSUPPORT;
+    if (h.flags != 0)
+        return -EPROTO;
+    if (wire_check_producer_name(h.name, h.name_len) < 0)
+        return -EINVAL;
+    *ret = h;
+    return 0;
+}
+
+size_t wire_encode_welcome(unsigned char *out, const struct wire_welcome *w)
+{
+    unsigned char *p = out + WIRE_HEADER_SIZE;
+
+    wire_encode_header(out, WIRE_WELCOME, WIRE_WELCOME_SIZE);
+    wire_put_u16(p, w->version);
+    p[2] = w->fsync_policy;
+    p[3] = 0;
+    wire_put_u32(p + 4, w->max_record_bytes);
+    wire_put_u32(p + 8, w->max_frame_bytes);
+    return WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE;
+}
+
+int wire_decode_welcome(const unsigned char *payload, size_t len, struct wire_welcome *ret)
+{
+    if (len != WIRE_WELCOME_SIZE || payload[3] != 0)
+        return -EPROTO;
+    ret->version = wire_get_u16(payload);
+    ret->fsync_policy = payload[2];
+    ret->max_record_bytes = wire_get_u32(payload + 4);
+    ret->max_frame_bytes = wire_get_u32(payload + 8);
+    return 0;
+}
+
+size_t wire_encode_ack(unsigned char *out, uint64_t acked)
+{
+    wire_encode_header(out, WIRE_ACK, WIRE_ACK_SIZE);
+    wire_put_u64(out + WIRE_HEADER_SIZE, acked);
+    return WIRE_HEADER_SIZE + WIRE_ACK_SIZE;
+}
+
+int wire_decode_ack(const unsigned char *payload, size_t len, uint64_t *ret_acked)
+{
+    if (len != WIRE_ACK_SIZE)
+        return -EPROTO;
+    *ret_acked = wire_get_u64(payload);
+    return 0;
+}
+
+size_t wire_encode_error(unsigned char *out, uint32_t code, const char *message)
+{
+    size_t mlen = message ? strnlen(message, WIRE_ERROR_MESSAGE_MAX) : 0;
+
+    wire_encode_header(out, WIRE_ERROR, (uint32_t)(WIRE_ERROR_FIXED + mlen));
+    wire_put_u32(out + WIRE_HEADER_SIZE, code);
+    memcpy(out + WIRE_HEADER_SIZE + WIRE_ERROR_FIXED, message, mlen);
+    return WIRE_HEADER_SIZE + WIRE_ERROR_FIXED + mlen;
+}
+
+int wire_decode_error(const unsigned char *payload, size_t len, uint32_t *ret_code,
+                      const char **ret_message, size_t *ret_message_len)
+{
+    uint32_t code;
+
+    if (len < WIRE_ERROR_FIXED || len > WIRE_ERROR_FIXED + WIRE_ERROR_MESSAGE_MAX)
+        return -EPROTO;
+    code = wire_get_u32(payload);
+    if (code == 0) /* would read as success to a caller that negates it */
+        return -EPROTO;
+    *ret_code = code;
+    *ret_message = (const char *)payload + WIRE_ERROR_FIXED;
+    *ret_message_len = len - WIRE_ERROR_FIXED;
+    return 0;
+}
+
+int wire_append_validate(const unsigned char *payload, size_t len,
+                         uint32_t max_record_bytes, uint32_t *ret_count,
+                         uint32_t *ret_index, const char **ret_why)
+{
+    uint32_t count;
+    size_t pos = WIRE_APPEND_FIXED;
+
+    *ret_index = 0;
+    if (len < WIRE_APPEND_FIXED) {
+        *ret_why = "APPEND payload shorter than its record count";
+        return -EPROTO;
+    }
+    count = wire_get_u32(payload);
+    if (count == 0) {
+        *ret_why = "APPEND frame with no records";
+        return -EPROTO;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t rlen;
+
+        *ret_index = i;
+        if (len - pos < WIRE_RECORD_PREFIX) {
+            *ret_why = "record length prefix runs past the end of the frame";
+            return -EPROTO;
+        }
+        rlen = wire_get_u32(payload + pos);
+        pos += WIRE_RECORD_PREFIX;
+        if (rlen == 0) {
+            *ret_why = "empty record (records are 1 byte or more)";
+            return -EPROTO;
+        }
+        if (rlen > max_record_bytes) {
+            *ret_why = "record longer than max_record_bytes";
+            return -EMSGSIZE;
+        }
+        if (len - pos < rlen) {
+            *ret_why = "record runs past the end of the frame";
+            return -EPROTO;
+        }
+        pos += rlen;
+    }
+    if (pos != len) {
+        *ret_index = count;
+        *ret_why = "bytes left over after the last record";
+        return -EPROTO;
+    }
+    *ret_count = count;
+    return 0;
+}
+
+void wire_append_iter_init(struct wire_append_iter *it, const unsigned char *payload,
+                           size_t len)
+{
+    it->payload = payload;
+    it->len = len;
+    it->pos = WIRE_APPEND_FIXED;
+    it->count = wire_get_u32(payload);
+    it->index = 0;
+}
+
+int wire_append_iter_next(struct wire_append_iter *it, const unsigned char **ret_rec,
+                          uint32_t *ret_len)
+{
+    uint32_t rlen;
+
+    if (it->index >= it->count)
+        return 0;
+    rlen = wire_get_u32(it->payload + it->pos);
+    *ret_rec = it->payload + it->pos + WIRE_RECORD_PREFIX;
+    *ret_len = rlen;
+    it->pos += WIRE_RECORD_PREFIX + rlen;
+    it->index++;
+    return 1;
+}
+
+const char *wire_type_name(unsigned type)
+{
+    switch (type) {
+    case WIRE_HELLO: return "HELLO";
+    case WIRE_WELCOME: return "WELCOME";
+    case WIRE_APPEND: return "APPEND";
+    case WIRE_ACK: return "ACK";
+    case WIRE_ERROR: return "ERROR";
+    default: return "unknown";
+    }
+}

@@ -1,0 +1,171 @@
+/* The producer protocol: length-prefixed frames on a Unix stream socket.
+ * docs/PROTOCOL.md is the reference; this module only encodes and decodes,
+ * it never touches a socket. All integers are little-endian. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_PROTOCOL_VERSION 1u
+
+/* Every frame starts with this header: u32 payload length, u8 type,
+ * three reserved bytes that must be zero. */
+#define WIRE_HEADER_SIZE 8u
+
+/* Hard ceiling of the format itself; the configured limits sit below it. */
+#define WIRE_MAX_FRAME_BYTES (256u * 1024u * 1024u)
+
+#define WIRE_PRODUCER_NAME_MAX 64u
+
+/* Messages longer than this in an ERROR frame are cut. */
+#define WIRE_ERROR_MESSAGE_MAX 1024u
+
+enum wire_type {
+    WIRE_HELLO = 1,   /* client -> daemon: u16 version, u16 flags(0), name */
+    WIRE_WELCOME = 2, /* daemon -> client: u16 version, u8 fsync policy, u8 0,
+                         u32 max_record_bytes, u32 max_frame_bytes */
+    WIRE_APPEND = 3,  /* client -> daemon: u32 count, count x (u32 len, bytes) */
+    WIRE_ACK = 4,     /* daemon -> client: u64 records acknowledged so far */
+    WIRE_ERROR = 5,   /* daemon -> client: u32 errno code, UTF-8 message */
+};
+
+/* Sizes of the fixed parts of payloads. */
+#define WIRE_HELLO_FIXED 4u
+#define WIRE_WELCOME_SIZE 12u
+#define WIRE_APPEND_FIXED 4u
+#define WIRE_RECORD_PREFIX 4u
+#define WIRE_ACK_SIZE 8u
+#define WIRE_ERROR_FIXED 4u
+
+struct wire_header {
+    uint32_t length; /* payload bytes after the header */
+    uint8_t type;
+};
+
+struct wire_hello {
+    uint16_t version;
+    uint16_t flags;
+    const char *name; /* points into the decoded payload, not terminated */
+    size_t name_len;
+};
+
+struct wire_welcome {
+    uint16_t version;
+    uint8_t fsync_policy;
+    uint32_t max_record_bytes;
+    uint32_t max_frame_bytes;
+};
+
+/* Little-endian helpers shared by every encoder in the project. */
+static inline void wire_put_u16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+static inline void wire_put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void wire_put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint16_t wire_get_u16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t wire_get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+static inline uint64_t wire_get_u64(const unsigned char *p)
+{
+    return (uint64_t)wire_get_u32(p) | ((uint64_t)wire_get_u32(p + 4) << 32);
+}
+
+/* Writes a frame header for a payload of length bytes into out[8]. */
+void wire_encode_header(unsigned char *out, enum wire_type type, uint32_t length);
+
+/* Decodes the 8 header bytes at in. Returns 0, -EPROTO when the reserved bytes
+ * are not zero, -EBADMSG for an unknown type, or -EMSGSIZE when the declared
+ * length is over max_frame_bytes (checked before anyone allocates for it).
+ * ret_header is written only on success. */
+int wire_decode_header(const unsigned char *in, uint32_t max_frame_bytes,
+                       struct wire_header *ret_header);
+
+/* Checks a producer name against the rule: 1 to 64 bytes of [A-Za-z0-9._-],
+ * not starting with '.'. Returns 0 or -EINVAL. */
+int wire_check_producer_name(const char *name, size_t len);
+
+/* The rule in words, for error messages. */
+extern const char wire_producer_name_rule[];
+
+/* Encodes a whole HELLO frame (header included) into out, which must hold
+ * WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + name_len bytes. Returns the frame
+ * size, or -EINVAL when the name breaks the rule. */
+int wire_encode_hello(unsigned char *out, const char *name, size_t name_len);
+
+/* Decodes a HELLO payload. Returns 0, or -EPROTO when it is too short or its
+ * flags are not zero, -EPROTONOSUPPORT for another protocol version, -EINVAL
+ * when the name breaks the rule. ret is written only on success. */
+int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hello *ret);
+
+/* Encodes a whole WELCOME frame into out[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE];
+ * returns its size. */
+size_t wire_encode_welcome(unsigned char *out, const struct wire_welcome *w);
+
+/* Decodes a WELCOME payload. Returns 0, or -EPROTO when its size or reserved
+ * byte is wrong. The caller judges the version and the limits. */
+int wire_decode_welcome(const unsigned char *payload, size_t len, struct wire_welcome *ret);
+
+/* Encodes a whole ACK frame into out[WIRE_HEADER_SIZE + WIRE_ACK_SIZE]. */
+size_t wire_encode_ack(unsigned char *out, uint64_t acked);
+
+/* Decodes an ACK payload. Returns 0 or -EPROTO. */
+int wire_decode_ack(const unsigned char *payload, size_t len, uint64_t *ret_acked);
+
+/* Encodes an ERROR frame into out, which must hold WIRE_HEADER_SIZE +
+ * WIRE_ERROR_FIXED + WIRE_ERROR_MESSAGE_MAX bytes. code is a positive errno
+ * value. The message (NULL: none) is cut at WIRE_ERROR_MESSAGE_MAX bytes.
+ * Returns the size. */
+size_t wire_encode_error(unsigned char *out, uint32_t code, const char *message);
+
+/* Decodes an ERROR payload; *ret_message points into payload and is not
+ * terminated. Returns 0, or -EPROTO when it is too short, its message is
+ * longer than WIRE_ERROR_MESSAGE_MAX or its code is 0. */
+int wire_decode_error(const unsigned char *payload, size_t len, uint32_t *ret_code,
+                      const char **ret_message, size_t *ret_message_len);
+
+/* Walks the records of an APPEND payload. Initialise with
+ * wire_append_iter_init, then call wire_append_iter_next until it returns 0. */
+struct wire_append_iter {
+    const unsigned char *payload;
+    size_t len;
+    size_t pos;
+    uint32_t count;
+    uint32_t index;
+};
+
+/* Checks the whole APPEND payload before anything is taken from it: the count,
+ * every record length between 1 and max_record_bytes, and that the records
+ * fill the payload exactly. Returns 0, or a negative errno with a message in
+ * ret_why (static text; the caller adds the record index from ret_index):
+ * -EPROTO for a malformed frame, -EMSGSIZE for a record over the limit. */
+int wire_append_validate(const unsigned char *payload, size_t len,
+                         uint32_t max_record_bytes, uint32_t *ret_count,
+                         uint32_t *ret_index, const char **ret_why);
+
+/* Starts walking a payload that wire_append_validate accepted. */
+void wire_append_iter_init(struct wire_append_iter *it, const unsigned char *payload,
+                           size_t len);
+
+/* Returns 1 and the next record, or 0 at the end. */
+int wire_append_iter_next(struct wire_append_iter *it, const unsigned char **ret_rec,
+                          uint32_t *ret_len);
+
+/* Name of a frame type for messages ("HELLO", ..., "unknown"). */
+const char *wire_type_name(unsigned type);

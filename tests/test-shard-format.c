@@ -1,0 +1,815 @@
+/* Unit tests for common/shard_format.c: the shard header and record
+ * encodings byte by byte, every reason a header is refused, and the reader
+ * over real files in a temporary directory: single shards, records larger
+ * than the reader's first buffer, merged files, torn tails cut at every
+ * byte, corruption, empty and garbage files. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "crc32c.h"
+#include "shard_format.h"
+
+/* ---- helpers ---- */
+
+struct buf {
+    unsigned char *p;
+    size_t len, cap;
+};
+
+static unsigned char *buf_grow(struct buf *b, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        b->p = realloc(b->p, cap);
+        assert_non_null(b->p);
+        b->cap = cap;
+    }
+    b->len += n;
+    return b->p + b->len - n;
+}
+
+static struct shard_header make_header(const char *producer, uint64_t id)
+{
+    struct shard_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.uid = 1000 + (uint32_t)id;
+    h.gid = 100 + (uint32_t)id;
+    h.pid = 4242 + (uint32_t)id;
+    h.shard_id = 0x0123456789ABCDEFull + id;
+    h.created_ns = 1700000000123456789ull + id;
+    h.producer_len = strlen(producer);
+    memcpy(h.producer, producer, h.producer_len + 1);
+    return h;
+}
+
+/* Payload byte j of record i of shard s: recognisable anywhere. */
+static unsigned char payload_byte(unsigned s, uint64_t i, size_t j)
+{
+    return (unsigned char)(s * 31u + i * 7u + j * 13u + (j >> 8));
+}
+
+static uint64_t record_ts(unsigned s, uint64_t i)
+{
+    return 1800000000000000000ull + s * 1000000ull + i;
+}
+
+/* Appends a shard header; returns its offset. */
+static size_t add_header(struct buf *b, const struct shard_header *h)
+{
+    size_t off = b->len;
+    unsigned char *p = buf_grow(b, shard_header_size(h->producer_len));
+
+    assert_int_equal(shard_encode_header(p, h), shard_header_size(h->producer_len));
+    return off;
+}
+
+/* Appends record i of shard s with len bytes; returns its offset. */
+static size_t add_record(struct buf *b, unsigned s, uint64_t i, uint32_t len)
+{
+    size_t off = b->len;
+    unsigned char *payload = malloc(len);
+    unsigned char *p;
+
+    assert_non_null(payload);
+    for (size_t j = 0; j < len; j++)
+        payload[j] = payload_byte(s, i, j);
+    p = buf_grow(b, SHARD_RECORD_HEADER + len);
+    assert_int_equal(shard_encode_record(p, payload, len, record_ts(s, i)),
+                     SHARD_RECORD_HEADER + len);
+    free(payload);
+    return off;
+}
+
+struct fixture {
+    char dir[64];
+    char path[128];
+};
+
+static int setup_dir(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+
+    assert_non_null(f);
+    strcpy(f->dir, "/tmp/test-shard-format.XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/file.shard", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown_dir(void **state)
+{
+    struct fixture *f = *state;
+
+    (void)unlink(f->path); /* may not exist; nothing else to do */
+    assert_int_equal(rmdir(f->dir), 0);
+    free(f);
+    return 0;
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const unsigned char *p = data;
+
+    assert_true(fd >= 0);
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        assert_true(n > 0);
+        p += n;
+        len -= (size_t)n;
+    }
+    assert_int_equal(close(fd), 0);
+}
+
+struct open_reader {
+    int fd;
+    struct shard_reader *r;
+};
+
+static struct open_reader reader_open(const char *path)
+{
+    struct open_reader o;
+
+    o.fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(o.fd >= 0);
+    assert_int_equal(shard_reader_new(&o.r, o.fd), 0);
+    assert_non_null(o.r);
+    return o;
+}
+
+static void reader_close(struct open_reader *o)
+{
+    shard_reader_free(o->r);
+    assert_int_equal(close(o->fd), 0);
+}
+
+static void expect_header_item(struct shard_reader *r, uint64_t offset,
+                               const struct shard_header *want)
+{
+    struct shard_item it;
+
+    memset(&it, 0, sizeof(it));
+    assert_int_equal(shard_reader_next(r, &it), 1);
+    assert_int_equal(it.kind, SHARD_ITEM_HEADER);
+    assert_int_equal(it.offset, offset);
+    assert_non_null(it.header);
+    assert_int_equal(it.header->version, SHARD_FORMAT_VERSION);
+    assert_int_equal(it.header->header_len, shard_header_size(want->producer_len));
+    assert_int_equal(it.header->uid, want->uid);
+    assert_int_equal(it.header->gid, want->gid);
+    assert_int_equal(it.header->pid, want->pid);
+    assert_true(it.header->shard_id == want->shard_id);
+    assert_true(it.header->created_ns == want->created_ns);
+    assert_int_equal(it.header->producer_len, want->producer_len);
+    assert_string_equal(it.header->producer, want->producer);
+    assert_null(it.payload);
+    assert_int_equal(it.len, 0);
+    assert_int_equal(shard_reader_valid_end(r), offset + it.header->header_len);
+}
+
+static void expect_record_item(struct shard_reader *r, uint64_t offset, unsigned s,
+                               uint64_t i, uint32_t len, const char *producer)
+{
+    struct shard_item it;
+
+    memset(&it, 0, sizeof(it));
+    assert_int_equal(shard_reader_next(r, &it), 1);
+    assert_int_equal(it.kind, SHARD_ITEM_RECORD);
+    assert_int_equal(it.offset, offset);
+    assert_int_equal(it.len, len);
+    assert_true(it.timestamp_ns == record_ts(s, i));
+    assert_non_null(it.header);
+    assert_string_equal(it.header->producer, producer);
+    assert_non_null(it.payload);
+    for (size_t j = 0; j < len; j++)
+        if (it.payload[j] != payload_byte(s, i, j))
+            fail_msg("shard %u record %llu byte %zu: 0x%02x, want 0x%02x", s,
+                     (unsigned long long)i, j, it.payload[j], payload_byte(s, i, j));
+    assert_int_equal(shard_reader_valid_end(r), offset + SHARD_RECORD_HEADER + len);
+}
+
+static void expect_end(struct shard_reader *r, uint64_t size)
+{
+    struct shard_item it;
+    uint64_t off = 1;
+    const char *why = "x";
+
+    assert_int_equal(shard_reader_next(r, &it), 0);
+    assert_int_equal(shard_reader_next(r, &it), 0);
+    assert_int_equal(shard_reader_valid_end(r), size);
+    shard_reader_error(r, &off, &why);
+    assert_int_equal(off, size);
+    assert_null(why);
+}
+
+static void expect_error(struct shard_reader *r, int err, uint64_t offset, const char *want_why)
+{
+    struct shard_item it;
+    uint64_t off = 0;
+    const char *why = NULL;
+
+    assert_int_equal(shard_reader_next(r, &it), err);
+    /* Later calls repeat the error. */
+    assert_int_equal(shard_reader_next(r, &it), err);
+    assert_int_equal(shard_reader_valid_end(r), offset);
+    shard_reader_error(r, &off, &why);
+    assert_int_equal(off, offset);
+    assert_non_null(why);
+    assert_string_equal(why, want_why);
+}
+
+/* ---- header and record encoding ---- */
+
+static void test_header_round_trip(void **state)
+{
+    struct shard_header h = make_header("web-1", 0), got;
+    unsigned char b[SHARD_HEADER_MAX + 8];
+    const char *why = NULL;
+    (void)state;
+
+    memset(b, 0xAA, sizeof(b));
+    assert_int_equal(shard_encode_header(b, &h), 51);
+    assert_int_equal(b[51], 0xAA);
+    assert_memory_equal(b,
+                        "LOGSHRD\x01"               /* magic */
+                        "\x01\x00"                  /* version */
+                        "\x33\x00"                  /* header_len 51 */
+                        "\xe8\x03\x00\x00"          /* uid 1000 */
+                        "\x64\x00\x00\x00"          /* gid 100 */
+                        "\x92\x10\x00\x00"          /* pid 4242 */
+                        "\xef\xcd\xab\x89\x67\x45\x23\x01" /* shard id */
+                        "\x15\xcd\x85\x3d\xfe\x9c\x97\x17" /* created_ns */
+                        "\x05\x00"                  /* producer_len */
+                        "web-1",
+                        47);
+    assert_int_equal(wire_get_u32(b + 47), crc32c(b, 47));
+
+    memset(&got, 0x5A, sizeof(got));
+    assert_int_equal(shard_decode_header(b, 51, &got, &why), 0);
+    assert_int_equal(got.version, 1);
+    assert_int_equal(got.header_len, 51);
+    assert_int_equal(got.uid, 1000);
+    assert_int_equal(got.gid, 100);
+    assert_int_equal(got.pid, 4242);
+    assert_true(got.shard_id == 0x0123456789ABCDEFull);
+    assert_true(got.created_ns == 1700000000123456789ull);
+    assert_int_equal(got.producer_len, 5);
+    assert_string_equal(got.producer, "web-1");
+    /* More bytes than the header is fine (records follow). */
+    assert_int_equal(shard_decode_header(b, sizeof(b), &got, &why), 0);
+    assert_int_equal(got.header_len, 51);
+
+    /* The longest name gives the largest header. */
+    {
+        char name[65];
+        memset(name, 'p', 64);
+        name[64] = '\0';
+        h = make_header(name, 9);
+        h.uid = h.gid = h.pid = UINT32_MAX;
+        h.shard_id = h.created_ns = UINT64_MAX;
+        assert_int_equal(shard_encode_header(b, &h), SHARD_HEADER_MAX);
+        assert_int_equal(SHARD_HEADER_MAX, 110);
+        assert_int_equal(shard_decode_header(b, SHARD_HEADER_MAX, &got, &why), 0);
+        assert_int_equal(got.header_len, 110);
+        assert_int_equal(got.uid, UINT32_MAX);
+        assert_true(got.shard_id == UINT64_MAX);
+        assert_true(got.created_ns == UINT64_MAX);
+        assert_string_equal(got.producer, name);
+    }
+}
+
+/* Re-encodes the CRC after a field was changed on purpose. */
+static void fix_crc(unsigned char *b, size_t size)
+{
+    wire_put_u32(b + size - 4, crc32c(b, size - 4));
+}
+
+static void expect_bad_header(const unsigned char *b, size_t avail, const char *want_why)
+{
+    struct shard_header got, sentinel;
+    const char *why = NULL;
+
+    memset(&sentinel, 0x5A, sizeof(sentinel));
+    got = sentinel;
+    assert_int_equal(shard_decode_header(b, avail, &got, &why), -EBADMSG);
+    assert_non_null(why);
+    assert_string_equal(why, want_why);
+    assert_memory_equal(&got, &sentinel, sizeof(got));
+}
+
+static void test_header_refused(void **state)
+{
+    struct shard_header h = make_header("web-1", 0);
+    unsigned char good[64], b[64];
+    size_t size = shard_encode_header(good, &h);
+    (void)state;
+
+    /* Bad magic, in each of its bytes. */
+    for (size_t i = 0; i < SHARD_MAGIC_SIZE; i++) {
+        memcpy(b, good, size);
+        b[i] ^= 0x20;
+        expect_bad_header(b, size, "no shard header (bad magic)");
+    }
+    /* Another version, with a correct CRC. */
+    static const uint16_t versions[] = { 0, 2, 0x0101, 0xFFFF };
+    for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
+        memcpy(b, good, size);
+        wire_put_u16(b + 8, versions[i]);
+        fix_crc(b, size);
+        expect_bad_header(b, size, "unsupported shard format version");
+    }
+    /* Producer name length 0 and 65. */
+    memcpy(b, good, size);
+    wire_put_u16(b + 40, 0);
+    wire_put_u16(b + 10, 46);
+    expect_bad_header(b, size, "producer name length out of range in shard header");
+    wire_put_u16(b + 40, 65);
+    wire_put_u16(b + 10, 111);
+    expect_bad_header(b, size, "producer name length out of range in shard header");
+    wire_put_u16(b + 40, 0xFFFF);
+    expect_bad_header(b, size, "producer name length out of range in shard header");
+    /* header_len that does not match the name. */
+    static const uint16_t lens[] = { 0, 50, 52, 110, 0xFFFF };
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        memcpy(b, good, size);
+        wire_put_u16(b + 10, lens[i]);
+        fix_crc(b, size);
+        expect_bad_header(b, size, "shard header length does not match its producer name");
+    }
+    /* A name that breaks the rule, even with a correct CRC. */
+    {
+        struct shard_header bad = make_header(".x", 0);
+        size_t n = shard_encode_header(b, &bad);
+        expect_bad_header(b, n, "producer name in shard header breaks the naming rule");
+        bad = make_header("a/b", 0);
+        n = shard_encode_header(b, &bad);
+        expect_bad_header(b, n, "producer name in shard header breaks the naming rule");
+        memcpy(bad.producer, "a\0b", 4);
+        n = shard_encode_header(b, &bad);
+        expect_bad_header(b, n, "producer name in shard header breaks the naming rule");
+    }
+}
+
+/* Any single flipped bit anywhere in the header is caught; outside the
+ * fields checked before it, by the CRC. */
+static void test_header_every_byte_flipped(void **state)
+{
+    struct shard_header h = make_header("web-1", 0);
+    unsigned char good[64], b[64];
+    size_t size = shard_encode_header(good, &h);
+    (void)state;
+
+    for (size_t i = 0; i < size; i++) {
+        for (int bit = 0; bit < 8; bit++) {
+            struct shard_header got;
+            const char *why = NULL;
+            int rc;
+
+            memcpy(b, good, size);
+            b[i] ^= (unsigned char)(1u << bit);
+            rc = shard_decode_header(b, size, &got, &why);
+            if (rc != -EBADMSG)
+                fail_msg("byte %zu bit %d flipped: %d", i, bit, rc);
+            assert_non_null(why);
+            if (i >= 12 && i != 40 && i != 41)
+                assert_string_equal(why, "shard header CRC mismatch");
+        }
+    }
+}
+
+static void test_header_short_input(void **state)
+{
+    struct shard_header h = make_header("web-1", 0), got, sentinel;
+    unsigned char b[64];
+    size_t size = shard_encode_header(b, &h);
+    (void)state;
+
+    memset(&sentinel, 0x5A, sizeof(sentinel));
+    for (size_t avail = 0; avail < size; avail++) {
+        const char *why = NULL;
+
+        got = sentinel;
+        if (shard_decode_header(b, avail, &got, &why) != -EAGAIN)
+            fail_msg("avail %zu: not -EAGAIN", avail);
+        assert_memory_equal(&got, &sentinel, sizeof(got));
+    }
+}
+
+/* A short input that is not a shard header must be refused without reading
+ * past avail bytes. The bytes sit at the very end of a page followed by an
+ * inaccessible one, so reading beyond them faults in every build. */
+static void test_header_short_garbage_stays_in_bounds(void **state)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    (void)state;
+
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + page, (size_t)page, PROT_NONE), 0);
+    for (size_t avail = 1; avail < SHARD_MAGIC_SIZE; avail++) {
+        unsigned char *p = map + page - avail;
+        struct shard_header got;
+        const char *why = NULL;
+
+        memset(p, 'X', avail);
+        assert_int_equal(shard_decode_header(p, avail, &got, &why), -EBADMSG);
+        assert_string_equal(why, "no shard header (bad magic)");
+    }
+    assert_int_equal(munmap(map, (size_t)page * 2), 0);
+}
+
+static void test_record_encode(void **state)
+{
+    unsigned char b[SHARD_RECORD_HEADER + 5 + 4];
+    unsigned char covered[4 + 8 + 5];
+    (void)state;
+
+    memset(b, 0xAA, sizeof(b));
+    assert_int_equal(shard_encode_record(b, "hello", 5, 0x1122334455667788ull), 21);
+    assert_int_equal(b[21], 0xAA);
+    assert_memory_equal(b, "\x05\x00\x00\x00", 4);
+    assert_memory_equal(b + 8, "\x88\x77\x66\x55\x44\x33\x22\x11" "hello", 13);
+    /* The CRC covers the length, the timestamp and the payload, in that order. */
+    memcpy(covered, "\x05\x00\x00\x00\x88\x77\x66\x55\x44\x33\x22\x11" "hello", 17);
+    assert_int_equal(wire_get_u32(b + 4), crc32c(covered, sizeof(covered)));
+    assert_int_equal(wire_get_u32(b + 4), 0x10786024u);
+
+    /* The magic read as a record length is far over the record limit. */
+    assert_true(wire_get_u32((const unsigned char *)SHARD_MAGIC) > SHARD_RECORD_MAX);
+    assert_int_equal(SHARD_RECORD_MAX, 268435456);
+    assert_int_equal(SHARD_RECORD_HEADER, 16);
+}
+
+/* ---- reader ---- */
+
+static void test_reader_single_shard(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h = make_header("single", 0);
+    struct buf b = { 0 };
+    size_t off[3];
+    struct open_reader o;
+
+    assert_int_equal(add_header(&b, &h), 0);
+    off[0] = add_record(&b, 0, 0, 1);
+    off[1] = add_record(&b, 0, 1, 10);
+    off[2] = add_record(&b, 0, 2, 1000);
+    assert_int_equal(off[0], 52);
+    assert_int_equal(off[1], 52 + 17);
+    write_file(f->path, b.p, b.len);
+
+    o = reader_open(f->path);
+    assert_int_equal(shard_reader_records(o.r), 0);
+    assert_int_equal(shard_reader_valid_end(o.r), 0);
+    expect_header_item(o.r, 0, &h);
+    assert_int_equal(shard_reader_records(o.r), 0);
+    expect_record_item(o.r, off[0], 0, 0, 1, "single");
+    assert_int_equal(shard_reader_records(o.r), 1);
+    expect_record_item(o.r, off[1], 0, 1, 10, "single");
+    expect_record_item(o.r, off[2], 0, 2, 1000, "single");
+    assert_int_equal(shard_reader_records(o.r), 3);
+    expect_end(o.r, b.len);
+    assert_int_equal(shard_reader_records(o.r), 3);
+    reader_close(&o);
+
+    /* A shard with no records at all is complete too. */
+    write_file(f->path, b.p, 52);
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h);
+    expect_end(o.r, 52);
+    assert_int_equal(shard_reader_records(o.r), 0);
+    reader_close(&o);
+    free(b.p);
+}
+
+static void test_reader_large_records(void **state)
+{
+    static const uint32_t lens[] = {
+        1, 100, 300000, 262144, 262144 - 16, 262144 - 15, 7, (1u << 20) + 3, 1, 3u << 20, 5,
+    };
+    enum { NL = sizeof(lens) / sizeof(lens[0]), SMALL = 3000 };
+    struct fixture *f = *state;
+    struct shard_header h = make_header("big", 1);
+    struct buf b = { 0 };
+    size_t off[NL + SMALL];
+    uint32_t len[NL + SMALL];
+    struct open_reader o;
+
+    add_header(&b, &h);
+    /* Small records first, so that records straddle the first buffer's end
+     * at many different places, then the large ones. */
+    for (size_t i = 0; i < SMALL; i++) {
+        len[i] = 1 + (uint32_t)((i * 53) % 211);
+        off[i] = add_record(&b, 1, i, len[i]);
+    }
+    for (size_t i = 0; i < NL; i++) {
+        len[SMALL + i] = lens[i];
+        off[SMALL + i] = add_record(&b, 1, SMALL + i, lens[i]);
+    }
+    write_file(f->path, b.p, b.len);
+
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h);
+    for (size_t i = 0; i < SMALL + NL; i++)
+        expect_record_item(o.r, off[i], 1, i, len[i], "big");
+    assert_int_equal(shard_reader_records(o.r), SMALL + NL);
+    expect_end(o.r, b.len);
+    reader_close(&o);
+    free(b.p);
+}
+
+static void test_reader_merged(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h[3] = { make_header("alpha", 10), make_header("b", 11),
+                                 make_header("gamma.prod-3_x", 12) };
+    static const unsigned nrec[3] = { 2, 0, 3 };
+    struct buf b = { 0 };
+    size_t hoff[3], roff[3][3];
+    struct open_reader o;
+
+    for (unsigned s = 0; s < 3; s++) {
+        hoff[s] = add_header(&b, &h[s]);
+        for (unsigned i = 0; i < nrec[s]; i++)
+            roff[s][i] = add_record(&b, s, i, 20 + s * 100 + i);
+    }
+    assert_int_equal(hoff[1], 51 + 2 * 16 + 20 + 21);
+    write_file(f->path, b.p, b.len);
+
+    o = reader_open(f->path);
+    for (unsigned s = 0; s < 3; s++) {
+        expect_header_item(o.r, hoff[s], &h[s]);
+        for (unsigned i = 0; i < nrec[s]; i++)
+            expect_record_item(o.r, roff[s][i], s, i, 20 + s * 100 + i, h[s].producer);
+    }
+    assert_int_equal(shard_reader_records(o.r), 5);
+    expect_end(o.r, b.len);
+    reader_close(&o);
+
+    /* A corrupt header in the middle ends the valid prefix there. */
+    b.p[hoff[2] + 20] ^= 1;
+    write_file(f->path, b.p, b.len);
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h[0]);
+    expect_record_item(o.r, roff[0][0], 0, 0, 20, "alpha");
+    expect_record_item(o.r, roff[0][1], 0, 1, 21, "alpha");
+    expect_header_item(o.r, hoff[1], &h[1]);
+    expect_error(o.r, -EBADMSG, hoff[2], "shard header CRC mismatch");
+    assert_int_equal(shard_reader_records(o.r), 2);
+    reader_close(&o);
+
+    /* A merged file cut inside the third header is torn, not corrupt. */
+    b.p[hoff[2] + 20] ^= 1;
+    for (size_t cut = hoff[2] + 1; cut < roff[2][0]; cut++) {
+        write_file(f->path, b.p, cut);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h[0]);
+        expect_record_item(o.r, roff[0][0], 0, 0, 20, "alpha");
+        expect_record_item(o.r, roff[0][1], 0, 1, 21, "alpha");
+        expect_header_item(o.r, hoff[1], &h[1]);
+        expect_error(o.r, -ENODATA, hoff[2], "file ends inside a shard header");
+        reader_close(&o);
+    }
+    free(b.p);
+}
+
+/* Reads a file cut at cut bytes that holds the header and n complete records
+ * before last_off; expects those, then a torn tail at last_off. */
+static void check_torn(const char *path, const struct buf *b, size_t cut, unsigned n,
+                       const size_t *off, const uint32_t *len, size_t last_off,
+                       const struct shard_header *h)
+{
+    struct open_reader o;
+    struct shard_item it;
+    uint64_t eoff;
+    const char *why;
+
+    write_file(path, b->p, cut);
+    o = reader_open(path);
+    expect_header_item(o.r, 0, h);
+    for (unsigned i = 0; i < n; i++)
+        expect_record_item(o.r, off[i], 2, i, len[i], h->producer);
+    assert_int_equal(shard_reader_next(o.r, &it), -ENODATA);
+    assert_int_equal(shard_reader_next(o.r, &it), -ENODATA);
+    assert_int_equal(shard_reader_records(o.r), n);
+    if (shard_reader_valid_end(o.r) != last_off)
+        fail_msg("cut at %zu: valid end %llu, want %zu", cut,
+                 (unsigned long long)shard_reader_valid_end(o.r), last_off);
+    shard_reader_error(o.r, &eoff, &why);
+    assert_int_equal(eoff, last_off);
+    assert_non_null(why);
+    reader_close(&o);
+}
+
+static void test_reader_torn_tail(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h = make_header("torn", 2);
+    uint32_t len[4] = { 5, 77, 40, 300000 };
+    size_t off[4];
+    struct buf b = { 0 };
+
+    add_header(&b, &h);
+    for (unsigned i = 0; i < 3; i++)
+        off[i] = add_record(&b, 2, i, len[i]);
+
+    /* Every cut strictly inside the last record is a torn tail at its start. */
+    for (size_t cut = off[2] + 1; cut < b.len; cut++)
+        check_torn(f->path, &b, cut, 2, off, len, off[2], &h);
+
+    /* Cut exactly between records, the file is clean. */
+    {
+        struct open_reader o;
+
+        write_file(f->path, b.p, off[2]);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h);
+        expect_record_item(o.r, off[0], 2, 0, 5, "torn");
+        expect_record_item(o.r, off[1], 2, 1, 77, "torn");
+        expect_end(o.r, off[2]);
+        assert_int_equal(shard_reader_records(o.r), 2);
+        reader_close(&o);
+    }
+
+    /* A torn record larger than the reader's first buffer. */
+    off[3] = add_record(&b, 2, 3, len[3]);
+    {
+        const size_t cuts[] = { off[3] + 1, off[3] + 15, off[3] + 16, off[3] + 17,
+                                off[3] + 262144, off[3] + 262144 + 16, b.len - 1 };
+        for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
+            check_torn(f->path, &b, cuts[i], 3, off, len, off[3], &h);
+    }
+
+    /* Cut inside the first shard header: nothing valid at all. */
+    assert_int_equal(off[0], 50);
+    for (size_t cut = 1; cut < off[0]; cut++) {
+        struct open_reader o;
+
+        write_file(f->path, b.p, cut);
+        o = reader_open(f->path);
+        expect_error(o.r, -ENODATA, 0, "file ends inside a shard header");
+        assert_int_equal(shard_reader_records(o.r), 0);
+        reader_close(&o);
+    }
+    free(b.p);
+}
+
+static void test_reader_corrupt_record(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h = make_header("flip", 3);
+    struct buf b = { 0 };
+    size_t off[3];
+    struct open_reader o;
+
+    add_header(&b, &h);
+    for (unsigned i = 0; i < 3; i++)
+        off[i] = add_record(&b, 3, i, 64);
+
+    /* One byte in the middle of record 1's payload. */
+    b.p[off[1] + 16 + 32] ^= 0x20;
+    write_file(f->path, b.p, b.len);
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h);
+    expect_record_item(o.r, off[0], 3, 0, 64, "flip");
+    expect_error(o.r, -EBADMSG, off[1], "record CRC mismatch");
+    assert_int_equal(shard_reader_records(o.r), 1);
+    reader_close(&o);
+    b.p[off[1] + 16 + 32] ^= 0x20;
+
+    /* Every byte of record 1's CRC, timestamp and payload. */
+    for (size_t i = off[1] + 4; i < off[2]; i++) {
+        b.p[i] ^= 0x01;
+        write_file(f->path, b.p, b.len);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h);
+        expect_record_item(o.r, off[0], 3, 0, 64, "flip");
+        expect_error(o.r, -EBADMSG, off[1], "record CRC mismatch");
+        reader_close(&o);
+        b.p[i] ^= 0x01;
+    }
+
+    /* Impossible lengths: 0 and over SHARD_RECORD_MAX. */
+    static const uint32_t bad_lens[] = { 0, SHARD_RECORD_MAX + 1, 0xFFFFFFFFu };
+    for (size_t i = 0; i < sizeof(bad_lens) / sizeof(bad_lens[0]); i++) {
+        wire_put_u32(b.p + off[2], bad_lens[i]);
+        write_file(f->path, b.p, b.len);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h);
+        expect_record_item(o.r, off[0], 3, 0, 64, "flip");
+        expect_record_item(o.r, off[1], 3, 1, 64, "flip");
+        expect_error(o.r, -EBADMSG, off[2], "impossible record length");
+        assert_int_equal(shard_reader_records(o.r), 2);
+        reader_close(&o);
+    }
+    /* A length one too small: the CRC catches it. */
+    wire_put_u32(b.p + off[2], 63);
+    write_file(f->path, b.p, b.len);
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h);
+    expect_record_item(o.r, off[0], 3, 0, 64, "flip");
+    expect_record_item(o.r, off[1], 3, 1, 64, "flip");
+    expect_error(o.r, -EBADMSG, off[2], "record CRC mismatch");
+    reader_close(&o);
+    free(b.p);
+}
+
+static void test_reader_empty_and_garbage(void **state)
+{
+    struct fixture *f = *state;
+    struct open_reader o;
+    char junk[4096];
+
+    write_file(f->path, "", 0);
+    o = reader_open(f->path);
+    expect_error(o.r, -ENODATA, 0, "empty file (no shard header)");
+    assert_int_equal(shard_reader_records(o.r), 0);
+    reader_close(&o);
+
+    write_file(f->path, "this is not a shard file\n", 25);
+    o = reader_open(f->path);
+    expect_error(o.r, -EBADMSG, 0, "no shard header (bad magic)");
+    reader_close(&o);
+
+    write_file(f->path, "ab", 2);
+    o = reader_open(f->path);
+    expect_error(o.r, -EBADMSG, 0, "no shard header (bad magic)");
+    reader_close(&o);
+
+    /* A valid record with no shard header before it. */
+    {
+        unsigned char rec[SHARD_RECORD_HEADER + 3];
+        shard_encode_record(rec, "abc", 3, 1);
+        write_file(f->path, rec, sizeof(rec));
+        o = reader_open(f->path);
+        expect_error(o.r, -EBADMSG, 0, "no shard header (bad magic)");
+        reader_close(&o);
+    }
+
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (char)(i * 131 + 7);
+    write_file(f->path, junk, sizeof(junk));
+    o = reader_open(f->path);
+    expect_error(o.r, -EBADMSG, 0, "no shard header (bad magic)");
+    assert_int_equal(shard_reader_records(o.r), 0);
+    reader_close(&o);
+
+    /* A valid shard followed by garbage: the garbage is where it ends. */
+    {
+        struct shard_header h = make_header("tail", 4);
+        struct buf b = { 0 };
+        size_t end;
+
+        add_header(&b, &h);
+        add_record(&b, 4, 0, 9);
+        end = b.len;
+        memcpy(buf_grow(&b, 40), junk, 40);
+        write_file(f->path, b.p, b.len);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h);
+        expect_record_item(o.r, 50, 4, 0, 9, "tail");
+        /* The junk's first four bytes, read as a length, are not possible. */
+        assert_true(wire_get_u32((const unsigned char *)junk) > SHARD_RECORD_MAX);
+        expect_error(o.r, -EBADMSG, end, "impossible record length");
+        assert_int_equal(shard_reader_records(o.r), 1);
+        reader_close(&o);
+        free(b.p);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_header_round_trip),
+        cmocka_unit_test(test_header_refused),
+        cmocka_unit_test(test_header_every_byte_flipped),
+        cmocka_unit_test(test_header_short_input),
+        cmocka_unit_test(test_record_encode),
+        cmocka_unit_test_setup_teardown(test_reader_single_shard, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_large_records, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_merged, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_torn_tail, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_corrupt_record, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_empty_and_garbage, setup_dir, teardown_dir),
+        /* Last: when it finds the bug it looks for, it may end the program. */
+        cmocka_unit_test(test_header_short_garbage_stays_in_bounds),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
