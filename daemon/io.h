@@ -1,0 +1,68 @@
+/* The daemon's asynchronous file I/O: one io_uring, its completions signalled
+ * through an eventfd that a uv_poll_t watches, requests queued during a loop
+ * tick and submitted together just before the loop waits again. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "list.h"
+
+enum io_op {
+    IO_WRITE,     /* pwrite(fd, buf, len, offset) */
+    IO_FDATASYNC, /* fdatasync(fd) */
+    IO_FSYNC,     /* fsync(fd), for directories */
+    IO_RENAMEAT,  /* renameat(olddirfd, oldpath, newdirfd, newpath) */
+};
+
+struct io_req;
+typedef void (*io_cb)(struct io_req *req, int res);
+
+/* One operation. The caller owns the struct and keeps it (and the buffer or
+ * paths it points to) alive until its callback has run. */
+struct io_req {
+    enum io_op op;
+    int fd;
+    const void *buf;
+    uint32_t len;
+    uint64_t offset;
+    int newdirfd;
+    const char *oldpath;
+    const char *newpath;
+    /* The next request queued with io_queue is linked to this one: it runs
+     * only after this one succeeds, and gets -ECANCELED otherwise. */
+    bool link;
+    io_cb cb;
+    void *data;
+    struct list_node node; /* internal */
+};
+
+struct io;
+
+/* Sets up the ring with room for entries requests in flight, registers the
+ * eventfd and starts watching it on loop. Returns 0 or a negative errno
+ * (-ENOSYS, -EPERM when io_uring is unavailable or disabled). */
+int io_new(uv_loop_t *loop, unsigned entries, struct io **ret);
+
+/* Queues one request, or a chain when req->link is set on all but the last
+ * of consecutive calls. It is submitted at the end of this loop tick.
+ * The callback gets the result: >= 0 on success (bytes for IO_WRITE, which
+ * may be fewer than asked: the caller resubmits the rest) or a negative errno.
+ * -EAGAIN and -EINTR are retried here and never reach the callback. */
+void io_queue(struct io *io, struct io_req *req);
+
+/* Sets a function that runs just before each submission, so that callers
+ * can turn what the tick accumulated into requests (the shard writer queues
+ * one write per dirty shard there). */
+void io_set_before_submit(struct io *io, void (*fn)(void *data), void *data);
+
+/* Submits what is queued now instead of at the end of the tick. */
+void io_submit_now(struct io *io);
+
+/* Requests in flight or queued. */
+uint64_t io_pending(const struct io *io);
+
+/* Stops watching and closes the ring once nothing is in flight; cb runs when
+ * the libuv handles are closed. Returns -EBUSY while requests are pending. */
+int io_close(struct io *io, void (*cb)(void *data), void *data);

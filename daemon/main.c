@@ -1,0 +1,291 @@
+/* logshardd: command line, start-up and shutdown.
+ *
+ * Start-up order: settings (defaults, then the file, then the command line),
+ * spool, I/O ring, listener, then READY=1. Shutdown on SIGTERM or SIGINT:
+ * stop accepting, let every session finish what it accepted, seal every
+ * shard, exit 0. A second signal during the drain exits at once; the temp
+ * files left behind are found by recovery at the next start. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "io.h"
+#include "listener.h"
+#include "log.h"
+#include "logshard-build.h"
+#include "session.h"
+#include "shard.h"
+#include "spool.h"
+
+#define IO_RING_ENTRIES 256u
+#define EXIT_USAGE 2
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: logshardd [OPTIONS]\n"
+            "\n"
+            "Accepts log records from producers on a Unix socket and writes each\n"
+            "connection's records to its own shard file in the spool.\n"
+            "\n"
+            "  -c, --config FILE   read settings from FILE (default %s,\n"
+            "                      used only if it exists)\n"
+            "  -s, --spool DIR     spool directory (default %s)\n"
+            "  -S, --socket PATH   producer socket (default %s)\n"
+            "  -h, --help          show this help\n"
+            "  -V, --version       show the version\n"
+            "\n"
+            "Command-line options win over the file, the file over built-in defaults.\n",
+            LOGSHARD_DEFAULT_CONFIG, CONFIG_DEFAULT_SPOOL, CONFIG_DEFAULT_SOCKET);
+}
+
+struct cmdline {
+    const char *config;
+    const char *spool;
+    const char *socket;
+};
+
+static int parse_cmdline(int argc, char **argv, struct cmdline *c)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "spool", required_argument, NULL, 's' },
+        { "socket", required_argument, NULL, 'S' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "c:s:S:hV", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c': c->config = optarg; break;
+        case 's': c->spool = optarg; break;
+        case 'S': c->socket = optarg; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("logshardd %s\n", LOGSHARD_VERSION); return 0;
+        default: usage(stderr); return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "logshardd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return -EINVAL;
+    }
+    return 1;
+}
+
+static int load_settings(struct config *cfg, const struct cmdline *c)
+{
+    char err[1024];
+    const char *path = c->config ? c->config : LOGSHARD_DEFAULT_CONFIG;
+    int r;
+
+    r = config_init(cfg);
+    if (r < 0) {
+        fprintf(stderr, "logshardd: out of memory\n");
+        return r;
+    }
+    if (c->config || access(path, F_OK) == 0) {
+        r = config_load(cfg, path, err, sizeof(err));
+        if (r < 0) {
+            fprintf(stderr, "logshardd: %s\n", err);
+            return r;
+        }
+    }
+    if (c->spool && (r = config_set(cfg, "daemon", "spool", c->spool, err, sizeof(err))) < 0) {
+        fprintf(stderr, "logshardd: --spool: %s\n", err);
+        return r;
+    }
+    if (c->socket &&
+        (r = config_set(cfg, "daemon", "socket", c->socket, err, sizeof(err))) < 0) {
+        fprintf(stderr, "logshardd: --socket: %s\n", err);
+        return r;
+    }
+    r = config_check(cfg, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "logshardd: %s: %s\n", c->config || access(path, F_OK) == 0 ? path : "settings", err);
+        return r;
+    }
+    return 0;
+}
+
+/* ---- shutdown ---- */
+
+static void close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    close_handle(h);
+}
+
+void daemon_maybe_finish(struct daemon *d)
+{
+    if (!d->draining || d->stopped || d->listener || !list_empty(&d->sessions) ||
+        !list_empty(&d->shards))
+        return;
+    if (io_close(d->io, NULL, NULL) < 0)
+        return; /* a completion is still due; it calls back here */
+    d->stopped = true;
+    d->io = NULL;
+    close_handle((uv_handle_t *)&d->sigterm);
+    close_handle((uv_handle_t *)&d->sigint);
+    close_handle((uv_handle_t *)&d->age_timer);
+    log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards this run); exiting",
+             d->stats.records_received, d->stats.shards_sealed);
+}
+
+static void on_listener_stopped(void *data)
+{
+    struct daemon *d = data;
+
+    d->listener = NULL;
+    daemon_maybe_finish(d);
+}
+
+void daemon_begin_drain(struct daemon *d, const char *why)
+{
+    if (d->draining)
+        return;
+    d->draining = true;
+    (void)sd_notify(0, "STOPPING=1\nSTATUS=Draining: sealing every shard");
+    log_info("%s: no new connections; finishing %s sessions and sealing their shards", why,
+             list_empty(&d->sessions) ? "no" : "all");
+    if (d->listener)
+        listener_stop(d->listener, on_listener_stopped, d);
+    session_drain_all(d);
+    daemon_maybe_finish(d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct daemon *d = h->data;
+
+    if (d->draining) {
+        log_warning("%s during the drain: exiting now; unsealed shards stay in %s/active for "
+                    "recovery",
+                    strsignal(signum), d->config.spool);
+        _exit(1);
+    }
+    daemon_begin_drain(d, strsignal(signum));
+}
+
+static void on_age_timer(uv_timer_t *h)
+{
+    session_roll_aged(h->data);
+}
+
+/* Checks shard ages often enough that a shard is sealed within a second (or
+ * a quarter of the limit) of reaching max_shard_age. */
+static uint64_t age_check_interval_ms(const struct config *c)
+{
+    uint64_t ms = c->max_shard_age_ms / 4;
+    return ms < 1000 ? (ms ? ms : 1) : 1000;
+}
+
+static int run(struct daemon *d)
+{
+    char why[1024];
+    size_t leftovers = 0;
+    int r;
+
+    r = spool_open(d, why, sizeof(why));
+    if (r < 0) {
+        log_error("%s", why);
+        return 1;
+    }
+    if (spool_count_leftovers(d, &leftovers) == 0 && leftovers > 0)
+        log_warning("%s/active holds %zu temp shards from an earlier run; they are left as "
+                    "they are (this version does not recover them)",
+                    d->config.spool, leftovers);
+
+    r = io_new(d->loop, IO_RING_ENTRIES, &d->io);
+    if (r < 0) {
+        log_error("cannot set up io_uring: %s%s", strerror(-r),
+                  r == -ENOSYS || r == -EPERM
+                      ? " (disabled by kernel.io_uring_disabled or a seccomp filter?)"
+                      : "");
+        return 1;
+    }
+    io_set_before_submit(d->io, shard_write_dirty, d);
+
+    r = listener_start(d, &d->listener, why, sizeof(why));
+    if (r < 0) {
+        log_error("%s", why);
+        d->listener = NULL;
+        (void)io_close(d->io, NULL, NULL); /* nothing was queued yet */
+        d->io = NULL;
+        return 1;
+    }
+
+    (void)uv_signal_init(d->loop, &d->sigterm);
+    (void)uv_signal_init(d->loop, &d->sigint);
+    d->sigterm.data = d->sigint.data = d;
+    (void)uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    (void)uv_signal_start(&d->sigint, on_signal, SIGINT);
+    (void)uv_timer_init(d->loop, &d->age_timer);
+    d->age_timer.data = d;
+    (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
+                         age_check_interval_ms(&d->config));
+    uv_unref((uv_handle_t *)&d->age_timer);
+
+    log_info("listening on %s%s, spool %s", d->config.socket_path,
+             listener_activated(d->listener) ? " (socket from systemd)" : "", d->config.spool);
+    (void)sd_notifyf(0, "READY=1\nSTATUS=Listening on %s, spool %s", d->config.socket_path,
+                     d->config.spool);
+
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    return d->exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    struct cmdline cmd = { 0 };
+    struct daemon d;
+    uv_loop_t loop;
+    int r;
+
+    log_setup();
+    r = parse_cmdline(argc, argv, &cmd);
+    if (r <= 0)
+        return r == 0 ? 0 : EXIT_USAGE;
+
+    memset(&d, 0, sizeof(d));
+    d.spool_fd = d.active_fd = d.done_fd = -1;
+    list_init(&d.sessions);
+    list_init(&d.shards);
+    list_init(&d.dirty_shards);
+    if (load_settings(&d.config, &cmd) < 0) {
+        config_free(&d.config);
+        return EXIT_USAGE;
+    }
+    r = uv_loop_init(&loop);
+    if (r < 0) {
+        log_error("cannot create the event loop: %s", uv_strerror(r));
+        config_free(&d.config);
+        return 1;
+    }
+    d.loop = &loop;
+
+    r = run(&d);
+
+    /* Close whatever start-up left open so the loop can be freed. */
+    uv_walk(&loop, walk_close, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&loop);
+    spool_close(&d);
+    config_free(&d.config);
+    return r;
+}

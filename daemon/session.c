@@ -1,0 +1,692 @@
+/* Session: one producer connection, from HELLO to close.
+ *
+ * Frames are read into one receive buffer; a frame's declared length is
+ * checked against max_frame_bytes before the buffer grows for it. Each
+ * APPEND is validated whole before any of its records is taken, so a bad
+ * frame never leaves half of itself in a shard. Records go to the session's
+ * current shard; a shard that is full or too old is retired (sealed once its
+ * writes are done) and the next record opens a new one.
+ *
+ * ACKs are cumulative over the connection. A record counts as acknowledged
+ * once every record before it, in this shard and in older shards of the
+ * session that are still being written, is written too. Only one write to
+ * the socket is in flight at a time; the latest ACK value replaces older
+ * unsent ones, so a producer that does not read cannot make us queue.
+ *
+ * Any error ends the session the same way: stop reading, let what was
+ * accepted be written, send the last ACK, then the ERROR, close, seal. */
+#include "session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "daemon.h"
+#include "fileutil.h"
+#include "log.h"
+#include "shard.h"
+#include "wire.h"
+
+#define RX_INITIAL (64u * 1024u)
+#define RX_READ_CHUNK (64u * 1024u)
+#define MAX_RETIRING 8u
+
+enum session_state {
+    SESSION_OPEN,
+    SESSION_DRAINING, /* no more reading; finish, ACK, close */
+    SESSION_FAILING,  /* like draining, then send the ERROR */
+    SESSION_CLOSING,  /* uv_close called */
+};
+
+struct retired {
+    struct shard *shard;
+    uint64_t base; /* session sequence number of the shard's first record */
+};
+
+struct session {
+    struct daemon *d;
+    struct list_node node;
+    uv_pipe_t pipe;
+    uint64_t id;
+    struct ucred cred;
+    enum session_state state;
+
+    bool hello_done;
+    char producer[WIRE_PRODUCER_NAME_MAX + 1];
+    size_t producer_len;
+
+    unsigned char *rx;
+    size_t rx_len, rx_cap;
+    bool reading;
+    bool paused; /* reading stopped for backpressure */
+
+    uint64_t received;
+    uint64_t ack_sent;
+
+    struct shard *current;
+    uint64_t current_base;
+    struct retired retiring[MAX_RETIRING];
+    unsigned n_retiring;
+    uint64_t ack_limit; /* records after a failed write are never acknowledged */
+
+    /* Output: one write at a time, WELCOME, then ACKs, then the ERROR. */
+    uv_write_t wreq;
+    bool write_busy;
+    bool welcome_pending;
+    unsigned char obuf[WIRE_HEADER_SIZE + WIRE_ERROR_FIXED + WIRE_ERROR_MESSAGE_MAX];
+    uint32_t error_code;
+    char *error_message;
+    bool error_sent;
+};
+
+static void session_pump(struct session *s);
+static void start_reading(struct session *s);
+
+static const char *who(const struct session *s, char *buf, size_t len)
+{
+    if (s->hello_done)
+        snprintf(buf, len, "producer %s (conn %" PRIu64 ", pid %d, uid %u)", s->producer,
+                 s->id, (int)s->cred.pid, (unsigned)s->cred.uid);
+    else
+        snprintf(buf, len, "connection %" PRIu64 " (pid %d, uid %u, before HELLO)", s->id,
+                 (int)s->cred.pid, (unsigned)s->cred.uid);
+    return buf;
+}
+
+/* ---- acknowledgement bookkeeping ---- */
+
+static uint64_t acked_through_shards(const struct session *s)
+{
+    for (unsigned i = 0; i < s->n_retiring; i++) {
+        const struct retired *r = &s->retiring[i];
+        if (r->shard->error || r->shard->records_written < r->shard->records_queued)
+            return r->base + r->shard->records_written;
+    }
+    if (s->current)
+        return s->current_base + s->current->records_written;
+    return s->received;
+}
+
+static uint64_t acked_through(const struct session *s)
+{
+    uint64_t a = acked_through_shards(s);
+    return a < s->ack_limit ? a : s->ack_limit;
+}
+
+static bool all_settled(const struct session *s)
+{
+    if (s->n_retiring > 0)
+        return false;
+    return !s->current || shard_settled(s->current) || s->current->error;
+}
+
+static uint64_t unwritten_bytes(const struct session *s)
+{
+    uint64_t n = s->current ? shard_unwritten_bytes(s->current) : 0;
+
+    for (unsigned i = 0; i < s->n_retiring; i++)
+        n += shard_unwritten_bytes(s->retiring[i].shard);
+    return n;
+}
+
+/* ---- shards ---- */
+
+static void on_shard_written(void *owner, struct shard *sh);
+static void on_shard_failed(void *owner, struct shard *sh, int err);
+
+static const struct shard_events session_shard_events = {
+    .written = on_shard_written,
+    .failed = on_shard_failed,
+};
+
+static void drop_retired(struct session *s, unsigned i)
+{
+    memmove(&s->retiring[i], &s->retiring[i + 1],
+            (s->n_retiring - i - 1) * sizeof(s->retiring[0]));
+    s->n_retiring--;
+}
+
+/* Hands the current shard over to sealing. Its writes may still be in
+ * flight; it then stays on the retiring list (and counts for ACKs) until
+ * they are done. Callers check can_retire() first, except when the session
+ * ends and ACKs no longer matter. */
+static bool can_retire(const struct session *s)
+{
+    return s->n_retiring < MAX_RETIRING;
+}
+
+static void retire_current(struct session *s)
+{
+    struct shard *sh = s->current;
+
+    if (!sh)
+        return;
+    s->current = NULL;
+    if (shard_settled(sh) || sh->error || !can_retire(s)) {
+        shard_detach(sh);
+    } else {
+        s->retiring[s->n_retiring].shard = sh;
+        s->retiring[s->n_retiring].base = s->current_base;
+        s->n_retiring++;
+    }
+    shard_seal(sh);
+}
+
+static void release_settled_retired(struct session *s)
+{
+    for (unsigned i = 0; i < s->n_retiring;) {
+        struct shard *sh = s->retiring[i].shard;
+
+        if (shard_settled(sh) || sh->error) {
+            shard_detach(sh);
+            drop_retired(s, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+static void on_shard_written(void *owner, struct shard *sh)
+{
+    (void)sh;
+    session_pump(owner);
+}
+
+static void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void on_shard_failed(void *owner, struct shard *sh, int err)
+{
+    struct session *s = owner;
+    uint64_t base = s->current_base;
+
+    for (unsigned i = 0; i < s->n_retiring; i++)
+        if (s->retiring[i].shard == sh)
+            base = s->retiring[i].base;
+    if (base + sh->records_written < s->ack_limit)
+        s->ack_limit = base + sh->records_written;
+    session_fail(s, (uint32_t)-err, "write to shard active/%s failed: %s",
+                 shard_display_name(sh), strerror(-err));
+}
+
+static int ensure_shard(struct session *s)
+{
+    struct shard_ident ident = {
+        .producer = s->producer,
+        .producer_len = s->producer_len,
+        .uid = s->cred.uid,
+        .gid = s->cred.gid,
+        .pid = (uint32_t)s->cred.pid,
+    };
+    int r;
+
+    if (s->current)
+        return 0;
+    r = shard_open(s->d, &ident, s, &session_shard_events, &s->current);
+    if (r < 0)
+        return r;
+    s->current_base = s->received;
+    return 0;
+}
+
+/* ---- output ---- */
+
+static void on_output_written(uv_write_t *req, int status)
+{
+    struct session *s = req->data;
+
+    s->write_busy = false;
+    if (status < 0 && s->state != SESSION_CLOSING) {
+        /* The peer is gone; nothing more can reach it. */
+        char w[160];
+        log_debug("%s: send failed: %s", who(s, w, sizeof(w)), uv_strerror(status));
+        s->error_sent = true;
+        s->ack_sent = UINT64_MAX;
+    }
+    session_pump(s);
+}
+
+static void send_buffer(struct session *s, size_t len)
+{
+    uv_buf_t b = uv_buf_init((char *)s->obuf, (unsigned)len);
+    int r;
+
+    s->wreq.data = s;
+    r = uv_write(&s->wreq, (uv_stream_t *)&s->pipe, &b, 1, on_output_written);
+    if (r < 0) {
+        s->error_sent = true;
+        s->ack_sent = UINT64_MAX;
+        return;
+    }
+    s->write_busy = true;
+}
+
+static void on_closed(uv_handle_t *h);
+
+static void session_close(struct session *s)
+{
+    if (s->state == SESSION_CLOSING)
+        return;
+    s->state = SESSION_CLOSING;
+    if (s->reading)
+        (void)uv_read_stop((uv_stream_t *)&s->pipe);
+    s->reading = false;
+    uv_close((uv_handle_t *)&s->pipe, on_closed);
+}
+
+/* Moves the session forward: sends what is due and closes once a draining or
+ * failing session has nothing left to say. */
+static void session_pump(struct session *s)
+{
+    uint64_t acked;
+
+    if (s->state == SESSION_CLOSING)
+        return;
+    release_settled_retired(s);
+    acked = acked_through(s);
+
+    if (s->paused && s->state == SESSION_OPEN &&
+        unwritten_bytes(s) <= s->d->config.session_buffer_bytes / 2) {
+        s->paused = false;
+        start_reading(s);
+    }
+
+    if (s->write_busy)
+        return;
+    if (s->welcome_pending) {
+        struct wire_welcome w = {
+            .version = WIRE_PROTOCOL_VERSION,
+            .fsync_policy = 0,
+            .max_record_bytes = (uint32_t)s->d->config.max_record_bytes,
+            .max_frame_bytes = (uint32_t)s->d->config.max_frame_bytes,
+        };
+        s->welcome_pending = false;
+        send_buffer(s, wire_encode_welcome(s->obuf, &w));
+        return;
+    }
+    if (s->ack_sent != UINT64_MAX && acked > s->ack_sent) {
+        s->d->stats.records_acked += acked - s->ack_sent;
+        s->ack_sent = acked;
+        send_buffer(s, wire_encode_ack(s->obuf, acked));
+        return;
+    }
+    if (s->state == SESSION_OPEN || !all_settled(s))
+        return;
+    if (s->state == SESSION_FAILING && !s->error_sent) {
+        s->error_sent = true;
+        send_buffer(s, wire_encode_error(s->obuf, s->error_code, s->error_message));
+        return;
+    }
+    session_close(s);
+}
+
+static void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
+{
+    char msg[WIRE_ERROR_MESSAGE_MAX];
+    char w[160];
+    va_list ap;
+
+    if (s->state != SESSION_OPEN && s->state != SESSION_DRAINING)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_warning("%s: %s; closing the connection", who(s, w, sizeof(w)), msg);
+    s->d->stats.protocol_errors++;
+    s->error_code = code ? code : EPROTO;
+    s->error_message = strdup(msg);
+    if (!s->error_message) {
+        s->error_sent = true; /* cannot say why; just close */
+    }
+    s->state = SESSION_FAILING;
+    if (s->reading)
+        (void)uv_read_stop((uv_stream_t *)&s->pipe);
+    s->reading = false;
+    retire_current(s);
+    session_pump(s);
+}
+
+/* ---- frames ---- */
+
+static void handle_hello(struct session *s, const unsigned char *payload, size_t len)
+{
+    struct wire_hello h;
+    int r;
+
+    if (s->hello_done) {
+        session_fail(s, EPROTO, "HELLO sent twice");
+        return;
+    }
+    r = wire_decode_hello(payload, len, &h);
+    if (r == -EPROTONOSUPPORT) {
+        session_fail(s, EPROTONOSUPPORT, "protocol version %u is not supported (this daemon speaks %u)",
+                     (unsigned)wire_get_u16(payload), WIRE_PROTOCOL_VERSION);
+        return;
+    }
+    if (r == -EINVAL) {
+        size_t n = len - WIRE_HELLO_FIXED;
+        char shown[WIRE_PRODUCER_NAME_MAX * 4 + 8];
+        size_t o = 0;
+
+        /* Show the refused name with anything unprintable escaped. */
+        for (size_t i = 0; i < n && i < 80 && o + 5 < sizeof(shown); i++) {
+            unsigned char c = payload[WIRE_HELLO_FIXED + i];
+            if (c >= 0x20 && c < 0x7f && c != '\\')
+                shown[o++] = (char)c;
+            else
+                o += (size_t)snprintf(shown + o, sizeof(shown) - o, "\\x%02x", c);
+        }
+        shown[o] = '\0';
+        session_fail(s, EINVAL, "producer name '%s'%s (%zu bytes) is refused: names are %s",
+                     shown, n > 80 ? "..." : "", n, wire_producer_name_rule);
+        return;
+    }
+    if (r < 0) {
+        session_fail(s, EPROTO, "malformed HELLO frame (%zu bytes payload, flags must be 0)",
+                     len);
+        return;
+    }
+    memcpy(s->producer, h.name, h.name_len);
+    s->producer[h.name_len] = '\0';
+    s->producer_len = h.name_len;
+    s->hello_done = true;
+    s->welcome_pending = true;
+    log_debug("producer %s connected (conn %" PRIu64 ", pid %d, uid %u)", s->producer, s->id,
+              (int)s->cred.pid, (unsigned)s->cred.uid);
+}
+
+/* Length of record index of an APPEND payload that was validated up to it. */
+static uint32_t record_length_at(const unsigned char *payload, uint32_t index)
+{
+    size_t pos = WIRE_APPEND_FIXED;
+
+    for (uint32_t i = 0; i < index; i++)
+        pos += WIRE_RECORD_PREFIX + wire_get_u32(payload + pos);
+    return wire_get_u32(payload + pos);
+}
+
+static void handle_append(struct session *s, const unsigned char *payload, size_t len)
+{
+    struct daemon *d = s->d;
+    struct wire_append_iter it;
+    const unsigned char *rec;
+    uint32_t rlen, count, index;
+    const char *why;
+    uint64_t now;
+    int r;
+
+    if (!s->hello_done) {
+        session_fail(s, EPROTO, "APPEND before HELLO");
+        return;
+    }
+    r = wire_append_validate(payload, len, (uint32_t)d->config.max_record_bytes, &count, &index,
+                             &why);
+    if (r < 0) {
+        if (r == -EMSGSIZE)
+            session_fail(s, EMSGSIZE,
+                         "record %u of the APPEND frame is %" PRIu32 " bytes, over "
+                         "max_record_bytes (%" PRIu64 "); the frame is refused",
+                         index, record_length_at(payload, index), d->config.max_record_bytes);
+        else
+            session_fail(s, EPROTO, "malformed APPEND frame: %s (record %u); the frame is refused",
+                         why, index);
+        return;
+    }
+
+    now = now_realtime_ns();
+    wire_append_iter_init(&it, payload, len);
+    while (wire_append_iter_next(&it, &rec, &rlen)) {
+        r = ensure_shard(s);
+        if (r < 0) {
+            session_fail(s, (uint32_t)-r, "cannot create a shard in %s/active: %s",
+                         d->config.spool, strerror(-r));
+            return;
+        }
+        r = shard_append(s->current, rec, rlen, now);
+        if (r < 0) {
+            session_fail(s, (uint32_t)-r, "cannot take a record: %s", strerror(-r));
+            return;
+        }
+        s->received++;
+        d->stats.records_received++;
+        d->stats.bytes_received += rlen;
+        if (s->current->size_queued >= d->config.max_shard_bytes && can_retire(s))
+            retire_current(s);
+    }
+}
+
+static void handle_frame(struct session *s, uint8_t type, const unsigned char *payload,
+                         size_t len)
+{
+    switch (type) {
+    case WIRE_HELLO:
+        handle_hello(s, payload, len);
+        break;
+    case WIRE_APPEND:
+        handle_append(s, payload, len);
+        break;
+    default:
+        session_fail(s, EPROTO, "frame type %u (%s) is not accepted from producers", type,
+                     wire_type_name(type));
+        break;
+    }
+}
+
+/* Decodes every complete frame in the receive buffer. */
+static void process_rx(struct session *s)
+{
+    size_t pos = 0;
+
+    while (s->state == SESSION_OPEN && s->rx_len - pos >= WIRE_HEADER_SIZE) {
+        struct wire_header h;
+        int r = wire_decode_header(s->rx + pos, (uint32_t)s->d->config.max_frame_bytes, &h);
+        size_t need;
+
+        if (r == -EMSGSIZE) {
+            session_fail(s, EMSGSIZE,
+                         "frame of %" PRIu32 " bytes is over max_frame_bytes (%" PRIu64 ")",
+                         wire_get_u32(s->rx + pos), s->d->config.max_frame_bytes);
+            break;
+        }
+        if (r == -EBADMSG) {
+            session_fail(s, EBADMSG, "unknown frame type %u", s->rx[pos + 4]);
+            break;
+        }
+        if (r < 0) {
+            session_fail(s, EPROTO, "malformed frame header (reserved bytes not zero)");
+            break;
+        }
+        need = WIRE_HEADER_SIZE + (size_t)h.length;
+        if (s->rx_len - pos < need) {
+            /* Incomplete: make room for the whole frame, now that its length
+             * is known to be within the limit. */
+            if (need > s->rx_cap) {
+                unsigned char *nb;
+                memmove(s->rx, s->rx + pos, s->rx_len - pos);
+                s->rx_len -= pos;
+                pos = 0;
+                nb = realloc(s->rx, need);
+                if (!nb) {
+                    session_fail(s, ENOMEM, "out of memory for a frame of %zu bytes", need);
+                    break;
+                }
+                s->rx = nb;
+                s->rx_cap = need;
+            }
+            break;
+        }
+        handle_frame(s, h.type, s->rx + pos + WIRE_HEADER_SIZE, h.length);
+        pos += need;
+    }
+    if (pos > 0) {
+        memmove(s->rx, s->rx + pos, s->rx_len - pos);
+        s->rx_len -= pos;
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct session *s = h->data;
+
+    (void)suggested;
+    if (s->rx_cap - s->rx_len < RX_READ_CHUNK / 4) {
+        size_t cap = s->rx_cap * 2;
+        unsigned char *nb = realloc(s->rx, cap);
+        if (nb) {
+            s->rx = nb;
+            s->rx_cap = cap;
+        }
+    }
+    *buf = uv_buf_init((char *)s->rx + s->rx_len, (unsigned)(s->rx_cap - s->rx_len));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct session *s = stream->data;
+    char w[160];
+
+    (void)buf;
+    if (nread == 0)
+        return;
+    if (nread < 0) {
+        if (s->rx_len > 0) {
+            uint32_t declared = s->rx_len >= 4 ? wire_get_u32(s->rx) : 0;
+            session_fail(s, EPROTO,
+                         "connection closed inside a frame (%zu of %s%" PRIu32
+                         " bytes received); the partial frame is dropped",
+                         s->rx_len, s->rx_len >= 4 ? "" : "at least ",
+                         s->rx_len >= 4 ? declared + WIRE_HEADER_SIZE : WIRE_HEADER_SIZE);
+        } else {
+            if (nread != UV_EOF)
+                log_warning("%s: read failed: %s", who(s, w, sizeof(w)), uv_strerror((int)nread));
+            log_debug("%s: disconnected after %" PRIu64 " records", who(s, w, sizeof(w)),
+                      s->received);
+            if (s->reading)
+                (void)uv_read_stop(stream);
+            s->reading = false;
+            /* The peer is gone: nothing more to send, so close now and let
+             * the shards finish on their own. */
+            session_close(s);
+        }
+        return;
+    }
+    s->rx_len += (size_t)nread;
+    process_rx(s);
+    if (s->state == SESSION_OPEN && s->reading &&
+        unwritten_bytes(s) > s->d->config.session_buffer_bytes) {
+        (void)uv_read_stop(stream);
+        s->reading = false;
+        s->paused = true;
+    }
+    session_pump(s);
+}
+
+static void start_reading(struct session *s)
+{
+    int r = uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+
+    if (r < 0) {
+        char w[160];
+        log_error("%s: cannot read: %s", who(s, w, sizeof(w)), uv_strerror(r));
+        session_close(s);
+        return;
+    }
+    s->reading = true;
+}
+
+/* ---- lifetime ---- */
+
+static void on_closed(uv_handle_t *h)
+{
+    struct session *s = h->data;
+    struct daemon *d = s->d;
+
+    retire_current(s);
+    for (unsigned i = 0; i < s->n_retiring; i++)
+        shard_detach(s->retiring[i].shard);
+    s->n_retiring = 0;
+    list_del(&s->node);
+    free(s->rx);
+    free(s->error_message);
+    free(s);
+    daemon_maybe_finish(d);
+}
+
+int session_accept(struct daemon *d, uv_stream_t *server)
+{
+    struct session *s = calloc(1, sizeof(*s));
+    socklen_t sl = sizeof(s->cred);
+    uv_os_fd_t fd;
+    int r;
+
+    if (!s)
+        return -ENOMEM;
+    s->rx = malloc(RX_INITIAL);
+    if (!s->rx) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->rx_cap = RX_INITIAL;
+    s->d = d;
+    s->ack_limit = UINT64_MAX;
+    s->id = ++d->next_session_id;
+    (void)uv_pipe_init(d->loop, &s->pipe, 0); /* cannot fail */
+    s->pipe.data = s;
+    list_add_tail(&d->sessions, &s->node);
+    r = uv_accept(server, (uv_stream_t *)&s->pipe);
+    if (r < 0) {
+        session_close(s);
+        return r;
+    }
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &sl) < 0) {
+        r = -errno;
+        session_close(s);
+        return r;
+    }
+    d->stats.connections_accepted++;
+    start_reading(s);
+    return 0;
+}
+
+static void session_drain(struct session *s)
+{
+    if (s->state != SESSION_OPEN)
+        return;
+    s->state = SESSION_DRAINING;
+    if (s->reading)
+        (void)uv_read_stop((uv_stream_t *)&s->pipe);
+    s->reading = false;
+    s->paused = false;
+    retire_current(s);
+    session_pump(s);
+}
+
+void session_roll_aged(struct daemon *d)
+{
+    uint64_t now = now_monotonic_ns();
+    uint64_t max_age_ns = d->config.max_shard_age_ms * 1000000ull;
+    struct list_node *n, *tmp;
+
+    list_for_each_safe(n, tmp, &d->sessions) {
+        struct session *s = list_entry(n, struct session, node);
+
+        if (s->state == SESSION_OPEN && s->current && s->current->records_queued > 0 &&
+            now - s->current->created_mono_ns >= max_age_ns && can_retire(s)) {
+            retire_current(s);
+            session_pump(s);
+        }
+    }
+}
+
+void session_drain_all(struct daemon *d)
+{
+    struct list_node *n, *tmp;
+
+    list_for_each_safe(n, tmp, &d->sessions)
+        session_drain(list_entry(n, struct session, node));
+}

@@ -1,0 +1,313 @@
+/* Shard writer: owns a shard's file descriptor, its two batch buffers and
+ * the write in flight. See shard.h for the batching scheme. Sealing itself
+ * lives in seal.c; this file decides when it may start (nothing left to
+ * write) and frees the shard once it is over. */
+#include "shard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fileutil.h"
+#include "log.h"
+#include "seal.h"
+#include "shard_format.h"
+
+#define SHARD_BATCH_INITIAL (64u * 1024u)
+
+static int batch_reserve(struct shard_batch *b, size_t more)
+{
+    size_t cap = b->cap ? b->cap : SHARD_BATCH_INITIAL;
+    unsigned char *nb;
+
+    if (b->len + more <= b->cap)
+        return 0;
+    while (cap < b->len + more)
+        cap *= 2;
+    nb = realloc(b->buf, cap);
+    if (!nb)
+        return -ENOMEM;
+    b->buf = nb;
+    b->cap = cap;
+    return 0;
+}
+
+static void mark_dirty(struct shard *s)
+{
+    if (!list_linked(&s->dirty_node))
+        list_add_tail(&s->d->dirty_shards, &s->dirty_node);
+}
+
+/* Picks an id above every id used so far by this daemon and, being based on
+ * the clock, above those of earlier runs: ids sort by creation time. */
+static uint64_t next_shard_id(struct daemon *d)
+{
+    uint64_t id = now_realtime_ns();
+
+    if (id <= d->last_shard_id)
+        id = d->last_shard_id + 1;
+    d->last_shard_id = id;
+    return id;
+}
+
+static void shard_free(struct shard *s)
+{
+    if (!s)
+        return;
+    if (s->fd >= 0)
+        (void)close(s->fd); /* data was synced, or the shard failed already */
+    free(s->tmp_name);
+    free(s->done_name);
+    free(s->filling.buf);
+    free(s->inflight.buf);
+    free(s);
+}
+
+int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
+               const struct shard_events *events, struct shard **ret)
+{
+    struct shard *s = calloc(1, sizeof(*s));
+    struct shard_header h;
+    int r;
+
+    if (!s)
+        return -ENOMEM;
+    s->d = d;
+    s->fd = -1;
+    s->owner = owner;
+    s->events = events;
+    list_init(&s->node);
+    list_init(&s->dirty_node);
+
+    /* O_EXCL makes a name clash an error instead of an overwrite; the next
+     * id is tried then. */
+    for (int attempt = 0;; attempt++) {
+        s->id = next_shard_id(d);
+        free(s->tmp_name);
+        free(s->done_name);
+        s->tmp_name = NULL;
+        s->done_name = NULL;
+        if (asprintf(&s->tmp_name, "%.*s.%016" PRIx64 ".tmp", (int)ident->producer_len,
+                     ident->producer, s->id) < 0 ||
+            asprintf(&s->done_name, "%.*s.%016" PRIx64 ".shard", (int)ident->producer_len,
+                     ident->producer, s->id) < 0) {
+            s->tmp_name = s->done_name = NULL;
+            r = -ENOMEM;
+            goto fail;
+        }
+        s->fd = openat(d->active_fd, s->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                       0640);
+        if (s->fd >= 0)
+            break;
+        if (errno != EEXIST || attempt >= 16) {
+            r = -errno;
+            goto fail;
+        }
+    }
+
+    memset(&h, 0, sizeof(h));
+    h.uid = ident->uid;
+    h.gid = ident->gid;
+    h.pid = ident->pid;
+    h.shard_id = s->id;
+    h.created_ns = now_realtime_ns();
+    h.producer_len = ident->producer_len;
+    memcpy(h.producer, ident->producer, ident->producer_len);
+    r = batch_reserve(&s->filling, shard_header_size(h.producer_len));
+    if (r < 0)
+        goto fail;
+    s->filling.len = shard_encode_header(s->filling.buf, &h);
+    s->size_queued = s->filling.len;
+    s->created_mono_ns = now_monotonic_ns();
+    list_add_tail(&d->shards, &s->node);
+    d->stats.shards_opened++;
+    mark_dirty(s);
+    *ret = s;
+    return 0;
+
+fail:
+    if (s->fd >= 0) {
+        (void)unlinkat(d->active_fd, s->tmp_name, 0); /* empty and ours */
+    }
+    shard_free(s);
+    return r;
+}
+
+int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
+{
+    int r;
+
+    if (s->error)
+        return s->error;
+    r = batch_reserve(&s->filling, SHARD_RECORD_HEADER + (size_t)len);
+    if (r < 0)
+        return r;
+    s->filling.len += shard_encode_record(s->filling.buf + s->filling.len, rec, len,
+                                          timestamp_ns);
+    s->filling.records++;
+    s->records_queued++;
+    s->size_queued += SHARD_RECORD_HEADER + (uint64_t)len;
+    mark_dirty(s);
+    return 0;
+}
+
+uint64_t shard_unwritten_bytes(const struct shard *s)
+{
+    return s->size_queued - s->size_written;
+}
+
+bool shard_settled(const struct shard *s)
+{
+    return !s->write_busy && s->filling.len == 0;
+}
+
+const char *shard_display_name(const struct shard *s)
+{
+    return s->tmp_name;
+}
+
+static void maybe_start_seal(struct shard *s)
+{
+    if (!s->seal_requested || s->sealing || !shard_settled(s))
+        return;
+    s->sealing = true;
+    if (list_linked(&s->dirty_node))
+        list_del(&s->dirty_node);
+    seal_start(s);
+}
+
+static void on_write(struct io_req *req, int res);
+
+static void queue_write(struct shard *s)
+{
+    struct io_req *req = &s->write_req;
+
+    memset(req, 0, sizeof(*req));
+    req->op = IO_WRITE;
+    req->fd = s->fd;
+    req->buf = s->inflight.buf + s->inflight_done;
+    req->len = (uint32_t)(s->inflight.len - s->inflight_done);
+    req->offset = s->size_written + s->inflight_done;
+    req->cb = on_write;
+    req->data = s;
+    io_queue(s->d->io, req);
+}
+
+static void start_write(struct shard *s)
+{
+    struct shard_batch tmp = s->inflight;
+
+    s->inflight = s->filling;
+    s->filling = tmp;
+    s->filling.len = 0;
+    s->filling.records = 0;
+    s->inflight_done = 0;
+    s->write_busy = true;
+    queue_write(s);
+}
+
+static void fail_shard(struct shard *s, int err)
+{
+    struct daemon *d = s->d;
+
+    s->error = err;
+    d->stats.io_errors++;
+    log_error("write to active/%s failed: %s; %" PRIu64 " records in it are safe, the "
+              "batch of %" PRIu64 " records is refused",
+              s->tmp_name, strerror(-err), s->records_written, s->inflight.records);
+    /* What was not written is dropped here and reported to the producer;
+     * only records_written were ever acknowledged. */
+    s->records_queued = s->records_written;
+    s->size_queued = s->size_written;
+    s->inflight.len = s->inflight.records = 0;
+    s->filling.len = s->filling.records = 0;
+    if (s->owner && s->events->failed)
+        s->events->failed(s->owner, s, err);
+}
+
+static void on_write(struct io_req *req, int res)
+{
+    struct shard *s = req->data;
+
+    if (res < 0) {
+        s->write_busy = false;
+        fail_shard(s, res);
+        maybe_start_seal(s);
+        return;
+    }
+    if (res == 0) { /* no progress and no error: treat as a full disk */
+        s->write_busy = false;
+        fail_shard(s, -ENOSPC);
+        maybe_start_seal(s);
+        return;
+    }
+    s->inflight_done += (size_t)res;
+    if (s->inflight_done < s->inflight.len) {
+        queue_write(s); /* a short write: the rest goes next */
+        return;
+    }
+    s->write_busy = false;
+    s->size_written += s->inflight.len;
+    s->records_written += s->inflight.records;
+    s->inflight.len = 0;
+    s->inflight.records = 0;
+    if (s->filling.len > 0)
+        mark_dirty(s);
+    if (s->owner && s->events->written)
+        s->events->written(s->owner, s);
+    maybe_start_seal(s);
+}
+
+void shard_write_dirty(void *data)
+{
+    struct daemon *d = data;
+    struct list_node *n, *tmp;
+
+    list_for_each_safe(n, tmp, &d->dirty_shards) {
+        struct shard *s = list_entry(n, struct shard, dirty_node);
+
+        if (s->write_busy)
+            continue; /* its completion marks it dirty again */
+        list_del(&s->dirty_node);
+        if (s->filling.len > 0 && !s->error)
+            start_write(s);
+    }
+}
+
+void shard_detach(struct shard *s)
+{
+    s->owner = NULL;
+    s->events = NULL;
+}
+
+void shard_seal(struct shard *s)
+{
+    s->seal_requested = true;
+    maybe_start_seal(s);
+}
+
+void shard_sealed(struct shard *s, int err)
+{
+    struct daemon *d = s->d;
+
+    if (err == 0) {
+        d->stats.shards_sealed++;
+        log_info("sealed done/%s: %" PRIu64 " records, %" PRIu64 " bytes", s->done_name,
+                 s->records_written, s->size_written);
+    } else {
+        d->stats.io_errors++;
+        log_error("sealing active/%s failed at %s: %s; the file is left for recovery",
+                  s->tmp_name, s->seal_failed_step ? s->seal_failed_step : "?",
+                  strerror(-err));
+    }
+    list_del(&s->node);
+    if (list_linked(&s->dirty_node))
+        list_del(&s->dirty_node);
+    shard_free(s);
+    daemon_maybe_finish(d);
+}
