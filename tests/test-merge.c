@@ -1,0 +1,978 @@
+/* Unit tests of the merge module (tools/merge.c): which files of done/ are
+ * taken and in what order, the copy loop with and without its read/write
+ * fallback, and whole merges, good and refused. Every test works in its own
+ * mkdtemp directory with shards built by the common encoder, so the merge is
+ * checked against the same format the daemon writes. */
+#include <setjmp.h> /* cmocka needs these before cmocka.h */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileutil.h"
+#include "merge.h"
+#include "shard_format.h"
+
+#define BASE_TS 1700000000000000000ull
+
+struct shard_spec {
+    const char *producer;
+    uint64_t id;
+    unsigned records;
+};
+
+/* ---- helpers ---- */
+
+static char *make_tmpdir(void)
+{
+    char *d = strdup("/tmp/test-merge-XXXXXX");
+
+    assert_non_null(d);
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void rm_rf(char *dir)
+{
+    assert_int_equal(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    free(dir);
+}
+
+static char *join(const char *a, const char *b)
+{
+    char *p = path_join(a, b);
+
+    assert_non_null(p);
+    return p;
+}
+
+static void write_file(const char *path, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write_all(fd, buf, len), 0);
+    assert_int_equal(close(fd), 0);
+}
+
+static unsigned char *read_file(const char *path, size_t *ret_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    unsigned char *buf;
+
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    buf = malloc((size_t)st.st_size + 1);
+    assert_non_null(buf);
+    assert_int_equal(read_full(fd, buf, (size_t)st.st_size), st.st_size);
+    assert_int_equal(close(fd), 0);
+    *ret_len = (size_t)st.st_size;
+    return buf;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0;
+}
+
+static size_t count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static int payload_for(char *out, size_t size, const char *producer, uint64_t id, unsigned i)
+{
+    /* Varying lengths, so record boundaries move around. */
+    return snprintf(out, size, "%s/%016" PRIx64 "/%u/%.*s", producer, id, i, (int)(i % 7),
+                    "xxxxxxx");
+}
+
+/* Builds the bytes of one shard: a header and spec->records records. */
+static unsigned char *build_shard(const struct shard_spec *spec, size_t *ret_len)
+{
+    struct shard_header h;
+    size_t cap = SHARD_HEADER_MAX + (size_t)spec->records * (SHARD_RECORD_HEADER + 128);
+    unsigned char *buf = malloc(cap);
+    size_t len;
+
+    assert_non_null(buf);
+    memset(&h, 0, sizeof(h));
+    h.uid = 1000;
+    h.gid = 1000;
+    h.pid = 42;
+    h.shard_id = spec->id;
+    h.created_ns = BASE_TS;
+    h.producer_len = strlen(spec->producer);
+    memcpy(h.producer, spec->producer, h.producer_len);
+    len = shard_encode_header(buf, &h);
+    for (unsigned i = 0; i < spec->records; i++) {
+        char p[128];
+        int n = payload_for(p, sizeof(p), spec->producer, spec->id, i);
+
+        len += shard_encode_record(buf + len, p, (uint32_t)n, BASE_TS + i);
+    }
+    *ret_len = len;
+    return buf;
+}
+
+static char *shard_name(const char *producer, uint64_t id)
+{
+    char *name;
+
+    assert_true(asprintf(&name, "%s.%016" PRIx64 ".shard", producer, id) > 0);
+    return name;
+}
+
+static void write_shard(const char *done, const struct shard_spec *spec)
+{
+    size_t len;
+    unsigned char *buf = build_shard(spec, &len);
+    char *name = shard_name(spec->producer, spec->id);
+    char *path = join(done, name);
+
+    write_file(path, buf, len);
+    free(path);
+    free(name);
+    free(buf);
+}
+
+/* A spool: <tmp>/spool/{done,active}, and <tmp>/out for outputs. */
+struct fixture {
+    char *tmp;
+    char *spool;
+    char *done;
+    char *out;
+};
+
+static void fixture_init(struct fixture *f)
+{
+    char *active;
+
+    umask(022);
+    f->tmp = make_tmpdir();
+    f->spool = join(f->tmp, "spool");
+    f->done = join(f->spool, "done");
+    f->out = join(f->tmp, "out");
+    active = join(f->spool, "active");
+    assert_int_equal(mkdir(f->spool, 0750), 0);
+    assert_int_equal(mkdir(f->done, 0750), 0);
+    assert_int_equal(mkdir(active, 0750), 0);
+    assert_int_equal(mkdir(f->out, 0750), 0);
+    free(active);
+}
+
+static void fixture_free(struct fixture *f)
+{
+    free(f->spool);
+    free(f->done);
+    free(f->out);
+    rm_rf(f->tmp);
+}
+
+/* Files merge must never take; their contents are not shards, so taking one
+ * by mistake makes the merge fail. */
+static void write_junk(const struct fixture *f)
+{
+    static const char *const names[] = {
+        "a.0000000000000004.tmp",
+        ".hidden.0000000000000001.shard",
+        ".merged.lsm.123.tmp",
+        ".a.0000000000000001.shard.99.tmp",
+        "foreign.txt",
+        "a.000000000000000G.shard",
+        "a.000000000000000A.shard", /* the daemon writes lowercase */
+        "a.00000000000000001.shard", /* 17 digits */
+        "a.000000000000001.shard",  /* 15 digits */
+        "a.0000000000000001.shard~",
+        "a.0000000000000001.SHARD",
+        "bad name.0000000000000001.shard",
+        ".0000000000000001.shard",
+        "0000000000000001.shard",
+    };
+    char *p;
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        p = join(f->done, names[i]);
+        write_file(p, "junk", 4);
+        free(p);
+    }
+    p = join(f->done, "dir.0000000000000001.shard");
+    assert_int_equal(mkdir(p, 0750), 0);
+    free(p);
+    p = join(f->done, "link.0000000000000001.shard");
+    assert_int_equal(symlink("foreign.txt", p), 0);
+    free(p);
+    p = join(f->spool, "active/a.0000000000000009.tmp");
+    write_file(p, "junk", 4);
+    free(p);
+}
+
+/* ---- names and listing ---- */
+
+static void test_parse_names(void **state)
+{
+    char producer[WIRE_PRODUCER_NAME_MAX + 1];
+    uint64_t id = 0;
+    char long_name[WIRE_PRODUCER_NAME_MAX + 2 + 32];
+
+    (void)state;
+    assert_int_equal(merge_parse_source_name("a.b.c.00000000000000ff.shard", producer, &id), 0);
+    assert_string_equal(producer, "a.b.c");
+    assert_int_equal(id, 0xff);
+    assert_int_equal(merge_parse_source_name("x_-9.ffffffffffffffff.shard", producer, &id), 0);
+    assert_string_equal(producer, "x_-9");
+    assert_true(id == UINT64_MAX);
+
+    assert_int_equal(merge_parse_source_name("a.0000000000000001.tmp", producer, &id), -EINVAL);
+    assert_int_equal(merge_parse_source_name(".a.0000000000000001.shard", producer, &id), -EINVAL);
+    assert_int_equal(merge_parse_source_name(".0000000000000001.shard", producer, &id), -EINVAL);
+    assert_int_equal(merge_parse_source_name("a.000000000000000F.shard", producer, &id), -EINVAL);
+    assert_int_equal(merge_parse_source_name("a.shard", producer, &id), -EINVAL);
+    assert_int_equal(merge_parse_source_name("", producer, &id), -EINVAL);
+
+    /* 64 bytes is the longest name the rule allows; 65 is refused. */
+    memset(long_name, 'n', WIRE_PRODUCER_NAME_MAX);
+    strcpy(long_name + WIRE_PRODUCER_NAME_MAX, ".0000000000000001.shard");
+    assert_int_equal(merge_parse_source_name(long_name, producer, &id), 0);
+    assert_int_equal(strlen(producer), WIRE_PRODUCER_NAME_MAX);
+    memset(long_name, 'n', WIRE_PRODUCER_NAME_MAX + 1);
+    strcpy(long_name + WIRE_PRODUCER_NAME_MAX + 1, ".0000000000000001.shard");
+    assert_int_equal(merge_parse_source_name(long_name, producer, &id), -EINVAL);
+}
+
+/* Producers whose names contain dots must sort by the name, not by the file
+ * name: "a.0000000000000001.shard" sorts after "a.0.0000000000000003.shard"
+ * as a string, but producer "a" comes before producer "a.0". */
+static const struct shard_spec sorted_specs[] = {
+    { "Z", 5, 3 },
+    { "a", 1, 2 },
+    { "a", 2, 4 },
+    { "a", 0xa, 1 },
+    { "a", 0x1f, 2 },
+    { "a", 0x100, 3 },
+    { "a", 0xfedcba9876543210, 2 },
+    { "a-b", 1, 2 },
+    { "a.0", 3, 5 },
+    { "a.b", 1, 0 }, /* a shard without records is still a shard */
+    { "b", 1, 6 },
+};
+#define N_SORTED (sizeof(sorted_specs) / sizeof(sorted_specs[0]))
+
+/* Creation order is a fixed permutation (7 is prime to 11), so the sort
+ * cannot pass by keeping the order files were made in. */
+static void write_sorted_specs_shuffled(const char *done)
+{
+    for (size_t i = 0; i < N_SORTED; i++)
+        write_shard(done, &sorted_specs[(i * 7 + 3) % N_SORTED]);
+}
+
+static void test_list_order(void **state)
+{
+    struct fixture f;
+    struct merge_source *v = NULL;
+    size_t n = 0;
+    int dfd;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    write_junk(&f);
+
+    dfd = open(f.done, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    assert_int_equal(merge_list_sources(dfd, &v, &n), 0);
+    assert_int_equal(n, N_SORTED);
+    for (size_t i = 0; i < n; i++) {
+        char *name = shard_name(sorted_specs[i].producer, sorted_specs[i].id);
+
+        assert_string_equal(v[i].producer, sorted_specs[i].producer);
+        assert_true(v[i].id == sorted_specs[i].id);
+        assert_string_equal(v[i].name, name);
+        free(name);
+    }
+    merge_sources_free(v, n);
+
+    /* The caller's descriptor stays usable: listing twice gives the same. */
+    assert_int_equal(merge_list_sources(dfd, &v, &n), 0);
+    assert_int_equal(n, N_SORTED);
+    merge_sources_free(v, n);
+    assert_int_equal(close(dfd), 0);
+    fixture_free(&f);
+}
+
+/* ---- the copy loop ---- */
+
+static unsigned char *pattern(size_t len, uint32_t seed)
+{
+    unsigned char *b = malloc(len);
+    uint32_t x = seed;
+
+    assert_non_null(b);
+    for (size_t i = 0; i < len; i++) {
+        x = x * 1664525u + 1013904223u;
+        b[i] = (unsigned char)(x >> 24);
+    }
+    return b;
+}
+
+/* A multi-MiB source, not a multiple of the fallback buffer, copied both
+ * ways after a prefix already in the output and with the input's file offset
+ * moved: both outputs must be the prefix plus the exact source bytes. */
+static void test_copy_identical(void **state)
+{
+    const size_t len = 5u * 1024 * 1024 + 12345;
+    char *tmp = make_tmpdir();
+    char *src = join(tmp, "src");
+    unsigned char *data = pattern(len, 7);
+
+    (void)state;
+    write_file(src, data, len);
+    for (int force = 0; force <= 1; force++) {
+        char *dst = join(tmp, force ? "dst-fallback" : "dst-cfr");
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        bool fell_back = !force;
+        unsigned char *got;
+        size_t got_len;
+
+        assert_true(in >= 0 && out >= 0);
+        assert_int_equal(write_all(out, "PFX", 3), 0);
+        assert_true(lseek(in, 1000, SEEK_SET) == 1000);
+        assert_int_equal(merge_copy(in, out, len, force, &fell_back), 0);
+        if (force)
+            assert_true(fell_back);
+        else
+            print_message("copy_file_range path %s\n", fell_back ? "fell back" : "used");
+        assert_int_equal(close(in), 0);
+        assert_int_equal(close(out), 0);
+
+        got = read_file(dst, &got_len);
+        assert_int_equal(got_len, len + 3);
+        assert_memory_equal(got, "PFX", 3);
+        assert_memory_equal(got + 3, data, len);
+        free(got);
+        free(dst);
+    }
+    free(data);
+    free(src);
+    rm_rf(tmp);
+}
+
+/* Only part of the source when len says so. */
+static void test_copy_prefix(void **state)
+{
+    char *tmp = make_tmpdir();
+    char *src = join(tmp, "src"), *dst = join(tmp, "dst");
+    unsigned char *data = pattern(100000, 3), *got;
+    size_t got_len;
+    int in, out;
+
+    (void)state;
+    write_file(src, data, 100000);
+    in = open(src, O_RDONLY | O_CLOEXEC);
+    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    assert_true(in >= 0 && out >= 0);
+    assert_int_equal(merge_copy(in, out, 4097, false, NULL), 0);
+    assert_int_equal(merge_copy(in, out, 0, false, NULL), 0);
+    assert_int_equal(close(in), 0);
+    assert_int_equal(close(out), 0);
+    got = read_file(dst, &got_len);
+    assert_int_equal(got_len, 4097);
+    assert_memory_equal(got, data, 4097);
+    free(got);
+    free(data);
+    free(src);
+    free(dst);
+    rm_rf(tmp);
+}
+
+/* copy_file_range refuses a pipe with EINVAL: the copy must fall back on its
+ * own and still deliver every byte. */
+static void test_copy_falls_back_on_einval(void **state)
+{
+    const size_t len = 30000; /* below the pipe's capacity */
+    char *tmp = make_tmpdir();
+    char *src = join(tmp, "src");
+    unsigned char *data = pattern(len, 11), *got = malloc(len);
+    bool fell_back = false;
+    int p[2], in;
+
+    (void)state;
+    assert_non_null(got);
+    write_file(src, data, len);
+    in = open(src, O_RDONLY | O_CLOEXEC);
+    assert_true(in >= 0);
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    assert_int_equal(merge_copy(in, p[1], len, false, &fell_back), 0);
+    assert_true(fell_back);
+    assert_int_equal(close(p[1]), 0);
+    assert_int_equal(read_full(p[0], got, len), (ssize_t)len);
+    assert_memory_equal(got, data, len);
+    assert_int_equal(close(p[0]), 0);
+    assert_int_equal(close(in), 0);
+    free(got);
+    free(data);
+    free(src);
+    rm_rf(tmp);
+}
+
+/* An error that is not "unsupported" must fail the copy, not fall back:
+ * copy_file_range refuses an O_APPEND output with EBADF, where write(2)
+ * would have worked. */
+static void test_copy_other_error_fails(void **state)
+{
+    char *tmp = make_tmpdir();
+    char *src = join(tmp, "src"), *dst = join(tmp, "dst");
+    unsigned char *data = pattern(5000, 5);
+    struct stat st;
+    int in, out;
+
+    (void)state;
+    write_file(src, data, 5000);
+    in = open(src, O_RDONLY | O_CLOEXEC);
+    out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
+    assert_true(in >= 0 && out >= 0);
+    assert_int_equal(merge_copy(in, out, 5000, false, NULL), -EBADF);
+    assert_int_equal(fstat(out, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    assert_int_equal(close(in), 0);
+    assert_int_equal(close(out), 0);
+    free(data);
+    free(src);
+    free(dst);
+    rm_rf(tmp);
+}
+
+/* A source shorter than promised is an error both ways. */
+static void test_copy_short_source(void **state)
+{
+    char *tmp = make_tmpdir();
+    char *src = join(tmp, "src");
+    unsigned char *data = pattern(3000, 9);
+
+    (void)state;
+    write_file(src, data, 3000);
+    for (int force = 0; force <= 1; force++) {
+        char *dst = join(tmp, force ? "d1" : "d0");
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+
+        assert_true(in >= 0 && out >= 0);
+        assert_int_equal(merge_copy(in, out, 3001, force, NULL), -ENODATA);
+        assert_int_equal(close(in), 0);
+        assert_int_equal(close(out), 0);
+        free(dst);
+    }
+    free(data);
+    free(src);
+    rm_rf(tmp);
+}
+
+/* ---- whole merges ---- */
+
+/* The output must be the sources back to back in the documented order, and
+ * the reader must find every record once, in that order. */
+static void check_output(const char *path, const struct fixture *f)
+{
+    unsigned char *got, *expect = NULL;
+    size_t got_len, expect_len = 0;
+    struct shard_reader *r = NULL;
+    struct shard_item item;
+    size_t spec = 0;
+    unsigned rec = 0;
+    int fd, rc;
+    struct stat st;
+
+    (void)f;
+    for (size_t i = 0; i < N_SORTED; i++) {
+        size_t len;
+        unsigned char *b = build_shard(&sorted_specs[i], &len);
+
+        expect = realloc(expect, expect_len + len);
+        assert_non_null(expect);
+        memcpy(expect + expect_len, b, len);
+        expect_len += len;
+        free(b);
+    }
+    got = read_file(path, &got_len);
+    assert_int_equal(got_len, expect_len);
+    assert_memory_equal(got, expect, expect_len);
+    free(got);
+    free(expect);
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(shard_reader_new(&r, fd), 0);
+    spec = (size_t)-1;
+    while ((rc = shard_reader_next(r, &item)) > 0) {
+        if (item.kind == SHARD_ITEM_HEADER) {
+            if (spec != (size_t)-1)
+                assert_int_equal(rec, sorted_specs[spec].records);
+            spec++;
+            rec = 0;
+            assert_true(spec < N_SORTED);
+            assert_string_equal(item.header->producer, sorted_specs[spec].producer);
+            assert_true(item.header->shard_id == sorted_specs[spec].id);
+            continue;
+        }
+        {
+            char p[128];
+            int n = payload_for(p, sizeof(p), sorted_specs[spec].producer,
+                                sorted_specs[spec].id, rec);
+
+            assert_int_equal(item.len, n);
+            assert_memory_equal(item.payload, p, (size_t)n);
+            assert_true(item.timestamp_ns == BASE_TS + rec);
+            rec++;
+        }
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(spec, N_SORTED - 1);
+    assert_int_equal(rec, sorted_specs[N_SORTED - 1].records);
+    shard_reader_free(r);
+    assert_int_equal(close(fd), 0);
+}
+
+static uint64_t total_records(void)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < N_SORTED; i++)
+        n += sorted_specs[i].records;
+    return n;
+}
+
+static void test_merge_end_to_end(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out = NULL, *out2 = NULL;
+    unsigned char *before, *after;
+    size_t before_len, after_len;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    write_junk(&f);
+    out = join(f.out, "merged.lsm");
+    out2 = join(f.out, "merged-fallback.lsm");
+
+    opts.spool = f.spool;
+    opts.output = out;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_null(res.error);
+    assert_string_equal(res.output_path, out);
+    assert_int_equal(res.shards, N_SORTED);
+    assert_true(res.records == total_records());
+    assert_int_equal(res.n_sources, N_SORTED);
+    {
+        uint64_t bytes = 0;
+
+        for (size_t i = 0; i < res.n_sources; i++) {
+            assert_true(res.sources[i].records == sorted_specs[i].records);
+            bytes += res.sources[i].bytes;
+        }
+        assert_true(res.bytes == bytes);
+    }
+    merge_result_free(&res);
+    check_output(out, &f);
+    /* Only the output: no temp file left behind. */
+    assert_int_equal(count_entries(f.out), 1);
+    /* The sources stay where they were, junk included. */
+    assert_int_equal(count_entries(f.done), N_SORTED + 16);
+
+    /* An existing output is refused and left alone. */
+    before = read_file(out, &before_len);
+    assert_int_equal(merge_run(&opts, &res), -EEXIST);
+    assert_non_null(res.error);
+    assert_non_null(strstr(res.error, out));
+    assert_non_null(strstr(res.error, "already exists"));
+    assert_null(res.output_path);
+    merge_result_free(&res);
+    after = read_file(out, &after_len);
+    assert_int_equal(before_len, after_len);
+    assert_memory_equal(before, after, before_len);
+    free(before);
+    free(after);
+    assert_int_equal(count_entries(f.out), 1);
+
+    /* The forced read/write path gives the same bytes and says so. */
+    opts.output = out2;
+    opts.force_fallback = true;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_true(res.used_fallback);
+    merge_result_free(&res);
+    check_output(out2, &f);
+    assert_int_equal(count_entries(f.out), 2);
+
+    free(out);
+    free(out2);
+    fixture_free(&f);
+}
+
+static void test_merge_default_output(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *merged;
+    const char *base;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    merged = join(f.spool, "merged");
+    opts.spool = f.spool;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_non_null(res.output_path);
+    assert_true(strncmp(res.output_path, merged, strlen(merged)) == 0);
+    base = res.output_path + strlen(merged);
+    /* "/merged-YYYYmmddTHHMMSSZ.lsm" */
+    assert_int_equal(strlen(base), strlen("/merged-20240101T000000Z.lsm"));
+    assert_true(strncmp(base, "/merged-", 8) == 0);
+    assert_true(base[16] == 'T' && base[23] == 'Z');
+    assert_string_equal(base + 24, ".lsm");
+    check_output(res.output_path, &f);
+    assert_int_equal(count_entries(merged), 1);
+    merge_result_free(&res);
+    free(merged);
+    fixture_free(&f);
+}
+
+/* Writes the shard of spec into done/ under its name, altered by damage. */
+typedef void (*damage_fn)(unsigned char *buf, size_t *len, const struct shard_spec *spec);
+
+static void flip_payload_byte(unsigned char *buf, size_t *len, const struct shard_spec *spec)
+{
+    /* The last byte of the last record's payload. */
+    (void)spec;
+    buf[*len - 1] ^= 0x20;
+}
+
+static void cut_tail(unsigned char *buf, size_t *len, const struct shard_spec *spec)
+{
+    (void)buf;
+    (void)spec;
+    *len -= 3;
+}
+
+struct damage_case {
+    damage_fn damage;
+    int expect_rc;
+    const char *expect_why;
+};
+
+static void run_damage_case(const struct damage_case *c)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    const struct shard_spec *victim = &sorted_specs[2];
+    unsigned char *buf;
+    size_t len, last_rec;
+    char *out, *name, *path, *expect_msg;
+
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    buf = build_shard(victim, &len);
+    {
+        /* Where the last record starts: the reported offset. */
+        struct shard_spec shorter = *victim;
+        unsigned char *b;
+
+        shorter.records--;
+        b = build_shard(&shorter, &last_rec);
+        free(b);
+    }
+    c->damage(buf, &len, victim);
+    name = shard_name(victim->producer, victim->id);
+    path = join(f.done, name);
+    write_file(path, buf, len);
+    free(buf);
+
+    out = join(f.out, "merged.lsm");
+    opts.spool = f.spool;
+    opts.output = out;
+    assert_int_equal(merge_run(&opts, &res), c->expect_rc);
+    assert_non_null(res.error);
+    assert_true(asprintf(&expect_msg, "%s: %s at offset %zu", path, c->expect_why, last_rec) > 0);
+    assert_string_equal(res.error, expect_msg);
+    assert_null(res.output_path);
+    merge_result_free(&res);
+    assert_false(exists(out));
+    assert_int_equal(count_entries(f.out), 0);
+
+    free(expect_msg);
+    free(out);
+    free(path);
+    free(name);
+    fixture_free(&f);
+}
+
+static void test_merge_refuses_corrupt_source(void **state)
+{
+    static const struct damage_case crc = { flip_payload_byte, -EBADMSG, "record CRC mismatch" };
+    static const struct damage_case torn = { cut_tail, -ENODATA, "file ends inside a record" };
+
+    (void)state;
+    run_damage_case(&crc);
+    run_damage_case(&torn);
+}
+
+/* A valid shard under the wrong name, and a file holding two shards, are not
+ * what the daemon seals into done/, so the merge refuses them too. */
+static void test_merge_refuses_misnamed_and_double(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    static const struct shard_spec other = { "c", 9, 2 };
+    unsigned char *a, *b, *both;
+    size_t alen, blen;
+    char *out, *p;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    opts.spool = f.spool;
+    opts.output = out;
+
+    a = build_shard(&other, &alen);
+    p = join(f.done, "b.0000000000000009.shard");
+    write_file(p, a, alen);
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_non_null(res.error);
+    assert_non_null(strstr(res.error, p));
+    assert_non_null(strstr(res.error, "does not match the file name"));
+    merge_result_free(&res);
+    assert_false(exists(out));
+    assert_int_equal(unlink(p), 0);
+    free(p);
+
+    b = build_shard(&other, &blen);
+    both = malloc(alen + blen);
+    assert_non_null(both);
+    memcpy(both, a, alen);
+    memcpy(both + alen, b, blen);
+    p = join(f.done, "c.0000000000000009.shard");
+    write_file(p, both, alen + blen);
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_non_null(res.error);
+    assert_non_null(strstr(res.error, "second shard header"));
+    merge_result_free(&res);
+    assert_false(exists(out));
+    assert_int_equal(count_entries(f.out), 0);
+
+    free(p);
+    free(a);
+    free(b);
+    free(both);
+    free(out);
+    fixture_free(&f);
+}
+
+struct interference {
+    const struct fixture *f;
+    const char *out_dir;
+    size_t calls;
+    size_t at;      /* act on this call (0-based) */
+    int mode;       /* 0: cancel, 1: grow the source, 2: replace the source */
+    bool saw_temp;
+};
+
+static int interfere(const struct merge_source *src, void *userdata)
+{
+    struct interference *in = userdata;
+    char *expect_tmp, *path;
+    DIR *d;
+    struct dirent *de;
+
+    /* While copying, the output exists only as .<basename>.<pid>.tmp. */
+    assert_true(asprintf(&expect_tmp, ".merged.lsm.%ld.tmp", (long)getpid()) > 0);
+    d = opendir(in->out_dir);
+    assert_non_null(d);
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, expect_tmp) == 0)
+            in->saw_temp = true;
+    closedir(d);
+    free(expect_tmp);
+
+    if (in->calls++ != in->at)
+        return 0;
+    if (in->mode == 0)
+        return -ECANCELED;
+    path = join(in->f->done, src->name);
+    if (in->mode == 1) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+
+        assert_true(fd >= 0);
+        assert_int_equal(write_all(fd, "more", 4), 0);
+        assert_int_equal(close(fd), 0);
+    } else {
+        /* Same bytes, new inode: still not the file that was checked. */
+        size_t len;
+        unsigned char *buf = read_file(path, &len);
+        char *tmp = join(in->f->tmp, "replacement");
+
+        write_file(tmp, buf, len);
+        assert_int_equal(rename(tmp, path), 0);
+        free(tmp);
+        free(buf);
+    }
+    free(path);
+    return 0;
+}
+
+/* A merge that fails after its temp file exists must remove it and leave
+ * no output: cancelled, or a source changed between check and copy. */
+static void test_merge_fails_mid_copy(void **state)
+{
+    static const int expect[] = { -ECANCELED, -ESTALE, -ESTALE };
+
+    (void)state;
+    for (int mode = 0; mode < 3; mode++) {
+        struct fixture f;
+        struct merge_opts opts = { 0 };
+        struct merge_result res;
+        struct interference in = { 0 };
+        char *out;
+
+        fixture_init(&f);
+        write_sorted_specs_shuffled(f.done);
+        out = join(f.out, "merged.lsm");
+        in.f = &f;
+        in.out_dir = f.out;
+        in.at = 3;
+        in.mode = mode;
+        opts.spool = f.spool;
+        opts.output = out;
+        opts.before_copy = interfere;
+        opts.userdata = &in;
+        assert_int_equal(merge_run(&opts, &res), expect[mode]);
+        assert_true(in.saw_temp);
+        assert_int_equal(in.calls, 4);
+        assert_non_null(res.error);
+        if (mode > 0) {
+            char *name = shard_name(sorted_specs[3].producer, sorted_specs[3].id);
+
+            assert_non_null(strstr(res.error, name));
+            assert_non_null(strstr(res.error, "changed since it was checked"));
+            free(name);
+        }
+        assert_null(res.output_path);
+        merge_result_free(&res);
+        assert_false(exists(out));
+        assert_int_equal(count_entries(f.out), 0);
+        free(out);
+        fixture_free(&f);
+    }
+}
+
+static void test_merge_zero_shards(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out, *merged;
+
+    (void)state;
+    fixture_init(&f);
+    write_junk(&f);
+    out = join(f.out, "merged.lsm");
+    merged = join(f.spool, "merged");
+    opts.spool = f.spool;
+
+    opts.output = out;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.n_sources, 0);
+    assert_int_equal(res.shards, 0);
+    assert_null(res.output_path);
+    assert_null(res.error);
+    merge_result_free(&res);
+    assert_int_equal(count_entries(f.out), 0);
+
+    /* With the default output, not even merged/ is created. */
+    opts.output = NULL;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_null(res.output_path);
+    merge_result_free(&res);
+    assert_false(exists(merged));
+
+    free(merged);
+    free(out);
+    fixture_free(&f);
+}
+
+static void test_merge_missing_spool(void **state)
+{
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *tmp = make_tmpdir();
+    char *done = join(tmp, "done");
+
+    (void)state;
+    opts.spool = tmp;
+    assert_int_equal(merge_run(&opts, &res), -ENOENT);
+    assert_non_null(res.error);
+    assert_non_null(strstr(res.error, done));
+    merge_result_free(&res);
+    free(done);
+    rm_rf(tmp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_names),
+        cmocka_unit_test(test_list_order),
+        cmocka_unit_test(test_copy_identical),
+        cmocka_unit_test(test_copy_prefix),
+        cmocka_unit_test(test_copy_falls_back_on_einval),
+        cmocka_unit_test(test_copy_other_error_fails),
+        cmocka_unit_test(test_copy_short_source),
+        cmocka_unit_test(test_merge_end_to_end),
+        cmocka_unit_test(test_merge_default_output),
+        cmocka_unit_test(test_merge_refuses_corrupt_source),
+        cmocka_unit_test(test_merge_refuses_misnamed_and_double),
+        cmocka_unit_test(test_merge_fails_mid_copy),
+        cmocka_unit_test(test_merge_zero_shards),
+        cmocka_unit_test(test_merge_missing_spool),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
