@@ -1,0 +1,334 @@
+/* Integration test harness; see harness.h. Every wait has a deadline, and
+ * the daemon's readiness is its own READY=1, not a guess. */
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *harness_logshardd(void)
+{
+    const char *p = getenv("LOGSHARDD");
+    if (!p)
+        fail_msg("LOGSHARDD is not set (run the tests with meson test)");
+    return p;
+}
+
+const char *harness_logctl(void)
+{
+    const char *p = getenv("LOGCTL");
+    if (!p)
+        fail_msg("LOGCTL is not set (run the tests with meson test)");
+    return p;
+}
+
+char *harness_path(const char *dir, const char *name)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", dir, name) < 0)
+        fail_msg("out of memory");
+    return p;
+}
+
+void harness_init(struct harness *h)
+{
+    char tmpl[] = "/tmp/logshard-test.XXXXXX";
+
+    memset(h, 0, sizeof(*h));
+    h->notify_fd = -1;
+    h->daemon = -1;
+    h->daemon_pidfd = -1;
+    if (!mkdtemp(tmpl))
+        fail_msg("mkdtemp: %s", strerror(errno));
+    h->dir = strdup(tmpl);
+    h->spool = harness_path(h->dir, "spool");
+    h->sock = harness_path(h->dir, "producer.sock");
+    h->config = harness_path(h->dir, "logshard.conf");
+    h->log = harness_path(h->dir, "daemon.log");
+    h->notify_path = harness_path(h->dir, "notify.sock");
+    harness_write_config(h, "");
+}
+
+void harness_write_config(struct harness *h, const char *text)
+{
+    FILE *f = fopen(h->config, "we");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void bind_notify(struct harness *h)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+    if (h->notify_fd >= 0)
+        close(h->notify_fd);
+    unlink(h->notify_path);
+    h->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    assert_true(h->notify_fd >= 0);
+    assert_true(strlen(h->notify_path) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, h->notify_path);
+    assert_int_equal(bind(h->notify_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+}
+
+static void dump_log(const struct harness *h)
+{
+    size_t len;
+    char *text = harness_slurp(h->log, &len);
+    fprintf(stderr, "---- daemon log ----\n%s---- end ----\n", text);
+    free(text);
+}
+
+void harness_start(struct harness *h, const char *const *extra)
+{
+    const char *argv[32];
+    size_t n = 0;
+    int64_t deadline;
+    bool ready = false;
+
+    bind_notify(h);
+    argv[n++] = harness_logshardd();
+    argv[n++] = "--config";
+    argv[n++] = h->config;
+    argv[n++] = "--spool";
+    argv[n++] = h->spool;
+    argv[n++] = "--socket";
+    argv[n++] = h->sock;
+    for (size_t i = 0; extra && extra[i] && n < 31; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+
+    h->daemon = fork();
+    assert_true(h->daemon >= 0);
+    if (h->daemon == 0) {
+        int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, 2) < 0)
+            _exit(127);
+        setenv("NOTIFY_SOCKET", h->notify_path, 1);
+        unsetenv("LISTEN_FDS");
+        unsetenv("LISTEN_PID");
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    h->daemon_pidfd = (int)syscall(SYS_pidfd_open, h->daemon, 0);
+    assert_true(h->daemon_pidfd >= 0);
+
+    deadline = now_ms() + 20000;
+    while (!ready) {
+        struct pollfd p[2] = {
+            { .fd = h->notify_fd, .events = POLLIN },
+            { .fd = h->daemon_pidfd, .events = POLLIN },
+        };
+        int64_t left = deadline - now_ms();
+        char msg[4096];
+        ssize_t len;
+
+        if (left <= 0) {
+            dump_log(h);
+            fail_msg("logshardd did not send READY=1 within 20 s");
+        }
+        if (poll(p, 2, (int)left) < 0 && errno != EINTR)
+            fail_msg("poll: %s", strerror(errno));
+        if (p[1].revents) {
+            dump_log(h);
+            fail_msg("logshardd exited before READY=1");
+        }
+        while ((len = recv(h->notify_fd, msg, sizeof(msg) - 1, 0)) > 0) {
+            msg[len] = '\0';
+            if (strncmp(msg, "READY=1", 7) == 0 || strstr(msg, "\nREADY=1"))
+                ready = true;
+        }
+    }
+}
+
+static int wait_pid(pid_t pid, int pidfd, int timeout_ms)
+{
+    int status;
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+    for (;;) {
+        int r = poll(&p, 1, timeout_ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            return -ETIMEDOUT;
+        break;
+    }
+    if (waitpid(pid, &status, 0) < 0)
+        return -errno;
+    return status;
+}
+
+int harness_stop(struct harness *h, int sig, int timeout_ms)
+{
+    int status;
+
+    assert_true(h->daemon > 0);
+    assert_int_equal(kill(h->daemon, sig), 0);
+    status = wait_pid(h->daemon, h->daemon_pidfd, timeout_ms);
+    if (status == -ETIMEDOUT) {
+        kill(h->daemon, SIGKILL);
+        (void)wait_pid(h->daemon, h->daemon_pidfd, 5000);
+        dump_log(h);
+        fail_msg("logshardd did not exit within %d ms of signal %d", timeout_ms, sig);
+    }
+    close(h->daemon_pidfd);
+    h->daemon_pidfd = -1;
+    h->daemon = -1;
+    return status;
+}
+
+int harness_run(const char *const *argv, const char *out_path, const char *err_path,
+                int timeout_ms)
+{
+    pid_t pid = fork();
+    int pidfd, status;
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int out = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || dup2(out, 1) < 0)
+            _exit(127);
+        if (err_path) {
+            int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (err < 0 || dup2(err, 2) < 0)
+                _exit(127);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    assert_true(pidfd >= 0);
+    status = wait_pid(pid, pidfd, timeout_ms);
+    if (status == -ETIMEDOUT) {
+        kill(pid, SIGKILL);
+        (void)wait_pid(pid, pidfd, 5000);
+        close(pidfd);
+        fail_msg("%s did not finish within %d ms", argv[0], timeout_ms);
+    }
+    close(pidfd);
+    return status;
+}
+
+size_t harness_count_files(const struct harness *h, const char *sub, const char *suffix)
+{
+    char *path = harness_path(h->spool, sub);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    size_t n = 0, sl = strlen(suffix);
+
+    free(path);
+    if (!d)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] != '.' && len >= sl && strcmp(de->d_name + len - sl, suffix) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+bool harness_wait_for(bool (*cond)(void *arg), void *arg, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+
+    for (;;) {
+        if (cond(arg))
+            return true;
+        if (now_ms() >= deadline)
+            return false;
+        poll(NULL, 0, 10);
+    }
+}
+
+char *harness_slurp(const char *path, size_t *ret_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    char *buf;
+    size_t got = 0;
+
+    if (fd < 0)
+        fail_msg("open %s: %s", path, strerror(errno));
+    assert_int_equal(fstat(fd, &st), 0);
+    buf = malloc((size_t)st.st_size + 1);
+    assert_non_null(buf);
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *ret_len = got;
+    return buf;
+}
+
+static int remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *de;
+
+    if (!d)
+        return unlink(path);
+    while ((de = readdir(d)) != NULL) {
+        char *child;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        child = harness_path(path, de->d_name);
+        remove_tree(child);
+        free(child);
+    }
+    closedir(d);
+    return rmdir(path);
+}
+
+void harness_cleanup(struct harness *h)
+{
+    if (h->daemon > 0) {
+        kill(h->daemon, SIGKILL);
+        if (h->daemon_pidfd >= 0)
+            (void)wait_pid(h->daemon, h->daemon_pidfd, 5000);
+    }
+    if (h->daemon_pidfd >= 0)
+        close(h->daemon_pidfd);
+    if (h->notify_fd >= 0)
+        close(h->notify_fd);
+    if (h->dir && !getenv("LOGSHARD_KEEP_TEST_DIR"))
+        remove_tree(h->dir);
+    free(h->dir);
+    free(h->spool);
+    free(h->sock);
+    free(h->config);
+    free(h->log);
+    free(h->notify_path);
+    memset(h, 0, sizeof(*h));
+    h->notify_fd = -1;
+    h->daemon_pidfd = -1;
+}

@@ -1,0 +1,62 @@
+/* Test harness for integration tests: a temporary directory, the real
+ * logshardd started in it (READY=1 awaited on a NOTIFY_SOCKET the harness
+ * binds), logctl runs, and waits that always have a deadline. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct harness {
+    char *dir;
+    char *spool;
+    char *sock;
+    char *config;
+    char *log;
+    char *notify_path;
+    int notify_fd;
+    pid_t daemon;
+    int daemon_pidfd;
+};
+
+/* Makes a fresh temporary directory with an empty config file. */
+void harness_init(struct harness *h);
+
+/* Writes text to the config file. */
+void harness_write_config(struct harness *h, const char *text);
+
+/* Starts logshardd with --config, --spool and --socket pointing into the
+ * directory, plus extra arguments (NULL-terminated, may be NULL), and waits
+ * up to 20 s for READY=1. Fails the test when it does not come. */
+void harness_start(struct harness *h, const char *const *extra);
+
+/* Sends sig to the daemon and waits up to timeout_ms for it to exit.
+ * Returns its wait status; fails the test on timeout. */
+int harness_stop(struct harness *h, int sig, int timeout_ms);
+
+/* Runs a program to completion (at most timeout_ms), stdout to out_path
+ * (or /dev/null when NULL), stderr to err_path (or the test's stderr).
+ * Returns the wait status. */
+int harness_run(const char *const *argv, const char *out_path, const char *err_path,
+                int timeout_ms);
+
+/* Counts regular files in spool/<sub> whose names end with suffix. */
+size_t harness_count_files(const struct harness *h, const char *sub, const char *suffix);
+
+/* Polls cond(arg) every 10 ms until it holds or timeout_ms passes. */
+bool harness_wait_for(bool (*cond)(void *arg), void *arg, int timeout_ms);
+
+/* Reads a whole file into a new NUL-terminated buffer; *ret_len gets its
+ * size. Fails the test when it cannot. */
+char *harness_slurp(const char *path, size_t *ret_len);
+
+/* Joins two path parts into a new string. */
+char *harness_path(const char *dir, const char *name);
+
+/* Removes the temporary directory and everything in it. */
+void harness_cleanup(struct harness *h);
+
+/* Environment: the binaries under test. */
+const char *harness_logshardd(void);
+const char *harness_logctl(void);

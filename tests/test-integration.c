@@ -1,0 +1,603 @@
+/* Integration tests: the real logshardd in a temporary directory, driven by
+ * producer processes that use the real liblogshard, and by raw sockets for
+ * the malformed input a library would never send. What comes out is read
+ * back through the real logctl merge and logctl cat. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "logshard.h"
+#include "wire.h"
+
+/* ---- producers ---- */
+
+/* The record a producer sends as its seq-th: "<name> <seq> " padded with
+ * 'x' to size bytes (or longer if the prefix needs it). */
+static size_t make_record(char *buf, size_t cap, const char *name, uint64_t seq, size_t size)
+{
+    int n = snprintf(buf, cap, "%s %" PRIu64 " ", name, seq);
+    size_t len = (size_t)n;
+
+    while (len < size && len < cap)
+        buf[len++] = 'x';
+    return len;
+}
+
+/* Runs in a child process: connects, appends count records, flushing every
+ * flush_every (0: only at the end). Exit status 0 means every record was
+ * acknowledged. */
+static void producer_main(const char *sock, const char *name, uint64_t count, size_t size,
+                          uint64_t flush_every)
+{
+    logshard_opts opts = { .socket_path = sock, .producer = name };
+    logshard *ls = NULL;
+    char buf[4096];
+    int r = logshard_connect(&ls, &opts);
+
+    if (r < 0) {
+        fprintf(stderr, "producer %s: connect: %s\n", name, logshard_strerror(r));
+        _exit(10);
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        size_t len = make_record(buf, sizeof(buf), name, i, size);
+        r = logshard_append(ls, buf, len);
+        if (r < 0) {
+            fprintf(stderr, "producer %s: append %" PRIu64 ": %s\n", name, i,
+                    logshard_strerror(r));
+            _exit(11);
+        }
+        if (flush_every && (i + 1) % flush_every == 0) {
+            r = logshard_flush(ls, 60000);
+            if (r < 0) {
+                fprintf(stderr, "producer %s: flush: %s\n", name, logshard_strerror(r));
+                _exit(12);
+            }
+        }
+    }
+    r = logshard_flush(ls, 60000);
+    if (r < 0) {
+        fprintf(stderr, "producer %s: final flush: %s\n", name, logshard_strerror(r));
+        _exit(13);
+    }
+    logshard_close(ls);
+    _exit(0);
+}
+
+static pid_t spawn_producer(const char *sock, const char *name, uint64_t count, size_t size,
+                            uint64_t flush_every)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0)
+        producer_main(sock, name, count, size, flush_every);
+    return pid;
+}
+
+static void wait_producers(const pid_t *pids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int status;
+        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+}
+
+/* ---- reading the result back ---- */
+
+/* Merges the spool with logctl merge and prints it with logctl cat; returns
+ * the text of the records, one per line. */
+static char *merge_and_cat(struct harness *h, size_t *ret_len)
+{
+    char *merged = harness_path(h->dir, "merged.lsm");
+    char *text_path = harness_path(h->dir, "merged.txt");
+    char *err_path = harness_path(h->dir, "logctl.err");
+    const char *merge[] = { harness_logctl(), "merge", "--spool", h->spool, "--output", merged,
+                            NULL };
+    const char *cat[] = { harness_logctl(), "cat", merged, NULL };
+    char *text;
+    int status;
+
+    status = harness_run(merge, NULL, err_path, 120000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    status = harness_run(cat, text_path, err_path, 120000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    text = harness_slurp(text_path, ret_len);
+    free(merged);
+    free(text_path);
+    free(err_path);
+    return text;
+}
+
+/* Checks that text holds, for each of the n producers named prefix0..,
+ * exactly counts[i] records numbered 0.. in order, and nothing else. */
+static void check_records(char *text, const char *prefix, size_t n, const uint64_t *counts)
+{
+    uint64_t *next = calloc(n, sizeof(uint64_t));
+    char *save = NULL;
+    size_t plen = strlen(prefix);
+
+    assert_non_null(next);
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *end;
+        unsigned long idx;
+        unsigned long long seq;
+
+        if (strncmp(line, prefix, plen) != 0)
+            fail_msg("unexpected record: %.60s", line);
+        idx = strtoul(line + plen, &end, 10);
+        assert_true(*end == ' ');
+        assert_true(idx < n);
+        seq = strtoull(end + 1, &end, 10);
+        if (seq != next[idx])
+            fail_msg("producer %s%lu: record %llu where %" PRIu64 " was expected", prefix, idx,
+                     seq, next[idx]);
+        next[idx]++;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (next[i] != counts[i])
+            fail_msg("producer %s%zu: %" PRIu64 " records came out, %" PRIu64 " were sent",
+                     prefix, i, next[i], counts[i]);
+    free(next);
+}
+
+/* ---- raw protocol client ---- */
+
+static int raw_connect(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    strcpy(sa.sun_path, path);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static void raw_send(int fd, const void *buf, size_t len)
+{
+    assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void raw_hello(int fd, const char *name)
+{
+    unsigned char buf[128];
+    int n = wire_encode_hello(buf, name, strlen(name));
+    assert_true(n > 0);
+    raw_send(fd, buf, (size_t)n);
+}
+
+/* Reads frames until an ERROR or end of stream (at most 10 s). Returns the
+ * ERROR's code (0 if none came) with its message in msg; *ret_acked gets
+ * the last ACK value seen. */
+static uint32_t raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_t *ret_acked)
+{
+    unsigned char buf[65536];
+    size_t have = 0;
+    struct timespec start;
+    uint64_t acked = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    msg[0] = '\0';
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        n = recv(fd, buf + have, sizeof(buf) - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        while (have >= WIRE_HEADER_SIZE) {
+            uint32_t len = wire_get_u32(buf);
+            uint8_t type = buf[4];
+            if (have < WIRE_HEADER_SIZE + len)
+                break;
+            if (type == WIRE_ACK)
+                acked = wire_get_u64(buf + WIRE_HEADER_SIZE);
+            if (type == WIRE_ERROR) {
+                uint32_t code = wire_get_u32(buf + WIRE_HEADER_SIZE);
+                size_t mlen = len - WIRE_ERROR_FIXED;
+                if (mlen >= msg_len)
+                    mlen = msg_len - 1;
+                memcpy(msg, buf + WIRE_HEADER_SIZE + WIRE_ERROR_FIXED, mlen);
+                msg[mlen] = '\0';
+                if (ret_acked)
+                    *ret_acked = acked;
+                return code;
+            }
+            memmove(buf, buf + WIRE_HEADER_SIZE + len, have - WIRE_HEADER_SIZE - len);
+            have -= WIRE_HEADER_SIZE + len;
+        }
+    }
+    if (ret_acked)
+        *ret_acked = acked;
+    return 0;
+}
+
+static size_t encode_append(unsigned char *out, const char *const *recs, size_t n)
+{
+    size_t pos = WIRE_HEADER_SIZE + WIRE_APPEND_FIXED;
+
+    wire_put_u32(out + WIRE_HEADER_SIZE, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(recs[i]);
+        wire_put_u32(out + pos, (uint32_t)len);
+        memcpy(out + pos + 4, recs[i], len);
+        pos += 4 + len;
+    }
+    wire_encode_header(out, WIRE_APPEND, (uint32_t)(pos - WIRE_HEADER_SIZE));
+    return pos;
+}
+
+/* ---- tests ---- */
+
+static int setup(void **state)
+{
+    struct harness *h = calloc(1, sizeof(*h));
+    harness_init(h);
+    *state = h;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct harness *h = *state;
+    harness_cleanup(h);
+    free(h);
+    return 0;
+}
+
+static void assert_clean_exit(int status)
+{
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Several producer processes at once: everything comes out exactly once, in
+ * order per producer, and SIGTERM leaves nothing in active/. */
+static void test_producers_exactly_once(void **state)
+{
+    struct harness *h = *state;
+    enum { N = 6 };
+    uint64_t counts[N];
+    pid_t pids[N];
+    char name[32];
+    size_t len;
+    char *text;
+
+    harness_start(h, NULL);
+    for (int i = 0; i < N; i++) {
+        counts[i] = 20000 + (uint64_t)i * 1000;
+        snprintf(name, sizeof(name), "prod%d", i);
+        pids[i] = spawn_producer(h->sock, name, counts[i], 100, i % 2 ? 500 : 0);
+    }
+    wait_producers(pids, N);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), N);
+
+    text = merge_and_cat(h, &len);
+    check_records(text, "prod", N, counts);
+    free(text);
+}
+
+/* A long-lived producer rolls over to new shards at max_shard_bytes; the
+ * merged result still has its records in order. */
+static void test_rolls_over_on_size(void **state)
+{
+    struct harness *h = *state;
+    uint64_t count = 3000;
+    pid_t pid;
+    size_t len;
+    char *text;
+
+    harness_write_config(h, "[shard]\nmax_shard_bytes = 16K\n");
+    harness_start(h, NULL);
+    pid = spawn_producer(h->sock, "roll0", count, 200, 7);
+    wait_producers(&pid, 1);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    /* 3000 records of 216 bytes on disk, at most ~16 KiB per shard. */
+    assert_true(harness_count_files(h, "done", ".shard") >= 3000 * 216 / (16 * 1024 + 216));
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+    text = merge_and_cat(h, &len);
+    check_records(text, "roll", 1, &count);
+    free(text);
+}
+
+static bool done_has_a_shard(void *arg)
+{
+    return harness_count_files(arg, "done", ".shard") > 0;
+}
+
+/* A shard older than max_shard_age is sealed while its producer stays
+ * connected, and the producer carries on in a new shard. */
+static void test_rolls_over_on_age(void **state)
+{
+    struct harness *h = *state;
+    logshard_opts opts = { .socket_path = h->sock, .producer = "aged" };
+    logshard *ls = NULL;
+    size_t len;
+    char *text;
+
+    harness_write_config(h, "[shard]\nmax_shard_age = 1s\n");
+    harness_start(h, NULL);
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    assert_int_equal(logshard_append(ls, "aged0 0 first", 13), 0);
+    assert_int_equal(logshard_flush(ls, 10000), 0);
+    assert_true(harness_wait_for(done_has_a_shard, h, 10000));
+    assert_int_equal(logshard_append(ls, "aged0 1 second", 14), 0);
+    assert_int_equal(logshard_flush(ls, 10000), 0);
+    logshard_close(ls);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
+    text = merge_and_cat(h, &len);
+    assert_string_equal(text, "aged0 0 first\naged0 1 second\n");
+    free(text);
+}
+
+struct bad_case {
+    const char *what;
+    uint32_t code;
+    const char *message_part;
+};
+
+/* Sends one kind of bad input on a raw connection while a well-behaved
+ * producer is connected; checks the ERROR and that the good producer is
+ * unaffected. */
+static void run_bad_input(struct harness *h, int which, const struct bad_case *c)
+{
+    logshard_opts opts = { .socket_path = h->sock, .producer = "good0" };
+    logshard *good = NULL;
+    unsigned char frame[256];
+    char msg[WIRE_ERROR_MESSAGE_MAX + 1];
+    uint64_t acked = 0;
+    uint32_t code;
+    int fd;
+
+    assert_int_equal(logshard_connect(&good, &opts), 0);
+    assert_int_equal(logshard_append(good, "before", 6), 0);
+    assert_int_equal(logshard_flush(good, 10000), 0);
+
+    fd = raw_connect(h->sock);
+    switch (which) {
+    case 0: /* producer name outside the rule */
+        wire_encode_header(frame, WIRE_HELLO, 4 + 6);
+        wire_put_u16(frame + 8, WIRE_PROTOCOL_VERSION);
+        wire_put_u16(frame + 10, 0);
+        memcpy(frame + 12, "../etc", 6);
+        raw_send(fd, frame, 8 + 4 + 6);
+        break;
+    case 1: /* a frame longer than the limit: 4 GiB declared */
+        raw_hello(fd, "huge");
+        wire_put_u32(frame, 0xFFFFFFFFu);
+        frame[4] = WIRE_APPEND;
+        frame[5] = frame[6] = frame[7] = 0;
+        raw_send(fd, frame, 8);
+        break;
+    case 2: { /* a truncated frame, then end of stream */
+        const char *recs[] = { "complete one" };
+        size_t n;
+        raw_hello(fd, "trunc");
+        n = encode_append(frame, recs, 1);
+        raw_send(fd, frame, n);
+        n = encode_append(frame, recs, 1);
+        raw_send(fd, frame, n - 5);
+        assert_int_equal(shutdown(fd, SHUT_WR), 0);
+        break;
+    }
+    case 3: /* an unknown frame type */
+        raw_hello(fd, "unknown");
+        wire_put_u32(frame, 0);
+        frame[4] = 99;
+        frame[5] = frame[6] = frame[7] = 0;
+        raw_send(fd, frame, 8);
+        break;
+    case 4: { /* APPEND before HELLO */
+        const char *recs[] = { "too early" };
+        raw_send(fd, frame, encode_append(frame, recs, 1));
+        break;
+    }
+    }
+    code = raw_read_until_error(fd, msg, sizeof(msg), &acked);
+    close(fd);
+    if (code != c->code || !strstr(msg, c->message_part))
+        fail_msg("%s: got ERROR %u '%s', expected %u with '%s'", c->what, code, msg, c->code,
+                 c->message_part);
+    if (which == 2)
+        assert_int_equal(acked, 1); /* the complete record before the cut */
+
+    /* The good producer never noticed. */
+    assert_int_equal(logshard_append(good, "after", 5), 0);
+    assert_int_equal(logshard_flush(good, 10000), 0);
+    logshard_close(good);
+}
+
+static void test_bad_input(void **state)
+{
+    static const struct bad_case cases[] = {
+        { "bad producer name", EINVAL, "producer name '../etc' (6 bytes) is refused" },
+        { "frame over the limit", EMSGSIZE, "over max_frame_bytes" },
+        { "truncated frame", EPROTO, "connection closed inside a frame" },
+        { "unknown frame type", EBADMSG, "unknown frame type 99" },
+        { "APPEND before HELLO", EPROTO, "APPEND before HELLO" },
+    };
+    struct harness *h = *state;
+    size_t len;
+    char *text;
+
+    harness_start(h, NULL);
+    for (int i = 0; i < 5; i++)
+        run_bad_input(h, i, &cases[i]);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+
+    /* Everything the good producer sent, and the truncated connection's
+     * complete record, were sealed; nothing of the bad frames was. */
+    text = merge_and_cat(h, &len);
+    {
+        size_t before = 0, after = 0, complete = 0, lines = 0;
+        char *save = NULL;
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            lines++;
+            before += strcmp(l, "before") == 0;
+            after += strcmp(l, "after") == 0;
+            complete += strcmp(l, "complete one") == 0;
+        }
+        assert_int_equal(before, 5);
+        assert_int_equal(after, 5);
+        assert_int_equal(complete, 1);
+        assert_int_equal(lines, 11);
+    }
+    free(text);
+}
+
+/* An oversized record inside an otherwise valid frame is refused whole, with
+ * an error naming the limit; records acknowledged before it stay. */
+static void test_oversized_record(void **state)
+{
+    struct harness *h = *state;
+    static unsigned char frame[8192];
+    char msg[WIRE_ERROR_MESSAGE_MAX + 1];
+    char big[2000];
+    const char *recs[2] = { "small", big };
+    uint64_t acked = 0;
+    size_t len;
+    char *text;
+    int fd;
+
+    harness_write_config(h, "[limits]\nmax_record_bytes = 1000\n");
+    harness_start(h, NULL);
+    memset(big, 'b', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+
+    fd = raw_connect(h->sock);
+    raw_hello(fd, "oversize");
+    raw_send(fd, frame, encode_append(frame, recs, 1));
+    raw_send(fd, frame, encode_append(frame, recs, 2));
+    assert_int_equal(raw_read_until_error(fd, msg, sizeof(msg), &acked), EMSGSIZE);
+    assert_non_null(strstr(msg, "record 1 of the APPEND frame is 1999 bytes"));
+    assert_non_null(strstr(msg, "max_record_bytes (1000)"));
+    assert_int_equal(acked, 1);
+    close(fd);
+
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    text = merge_and_cat(h, &len);
+    assert_string_equal(text, "small\n");
+    free(text);
+}
+
+/* SIGTERM with producers still connected: what they sent is sealed, they
+ * see the connection close, and the daemon exits 0. */
+static void test_sigterm_with_connected_producers(void **state)
+{
+    struct harness *h = *state;
+    logshard_opts opts = { .socket_path = h->sock, .producer = "idle0" };
+    logshard *ls = NULL;
+    size_t len;
+    char *text;
+
+    harness_start(h, NULL);
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    assert_int_equal(logshard_append(ls, "idle0 0", 7), 0);
+    assert_int_equal(logshard_flush(ls, 10000), 0);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(logshard_append(ls, "idle0 1", 7), 0);
+    assert_true(logshard_flush(ls, 10000) < 0);
+    assert_int_equal(logshard_unacked(ls), 1);
+    logshard_close(ls);
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+    text = merge_and_cat(h, &len);
+    assert_string_equal(text, "idle0 0\n");
+    free(text);
+}
+
+/* A bad config line stops the daemon with FILE:LINE and exit status 2. */
+static void test_bad_config(void **state)
+{
+    struct harness *h = *state;
+    char *err_path = harness_path(h->dir, "stderr.txt");
+    char *expected;
+    const char *argv[] = { harness_logshardd(), "--config", h->config, "--spool", h->spool,
+                           "--socket", h->sock, NULL };
+    size_t len;
+    char *err;
+    int status;
+
+    harness_write_config(h, "# comment\n[limits]\nmax_record_bytes = 12Q\n");
+    status = harness_run(argv, NULL, err_path, 10000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 2);
+    err = harness_slurp(err_path, &len);
+    assert_true(asprintf(&expected, "%s:3: max_record_bytes: '12Q' is not a size", h->config) >
+                0);
+    if (!strstr(err, expected))
+        fail_msg("stderr was: %s", err);
+    free(expected);
+    free(err);
+    free(err_path);
+}
+
+/* A second daemon on the same socket is refused; a stale socket file from a
+ * dead one is replaced. */
+static void test_socket_in_use_and_stale(void **state)
+{
+    struct harness *h = *state;
+    char *err_path = harness_path(h->dir, "second.txt");
+    char *spool2 = harness_path(h->dir, "spool2");
+    const char *argv[] = { harness_logshardd(), "--config", h->config, "--spool", spool2,
+                           "--socket", h->sock, NULL };
+    size_t len;
+    char *err;
+    int status;
+
+    harness_start(h, NULL);
+    status = harness_run(argv, NULL, err_path, 10000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    err = harness_slurp(err_path, &len);
+    assert_non_null(strstr(err, "another daemon is already listening"));
+    free(err);
+
+    /* Killed hard, the daemon leaves its socket file behind. */
+    assert_true(WIFSIGNALED(harness_stop(h, SIGKILL, 10000)));
+    assert_int_equal(access(h->sock, F_OK), 0);
+    harness_start(h, NULL);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    free(err_path);
+    free(spool2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_producers_exactly_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rolls_over_on_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rolls_over_on_age, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oversized_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_with_connected_producers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_socket_in_use_and_stale, setup, teardown),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
