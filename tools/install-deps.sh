@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing logshard needs on Debian 12. Run as root.
+set -euo pipefail
+
+packages=(
+  build-essential meson ninja-build pkg-config
+  libuv1-dev liburing-dev libinih-dev libsystemd-dev libcmocka-dev
+  systemd python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
