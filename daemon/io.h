@@ -30,8 +30,11 @@ struct io_req {
     int newdirfd;
     const char *oldpath;
     const char *newpath;
-    /* The next request queued with io_queue is linked to this one: it runs
-     * only after this one succeeds, and gets -ECANCELED otherwise. */
+    /* The next request queued with io_queue is linked to this one: it starts
+     * only after this one completes. A failed or short IO_WRITE cancels what
+     * is linked to it (-ECANCELED); a failed IO_RENAMEAT does not on current
+     * kernels (seen on 6.18), and other operations may not either, so never
+     * link a step that would be unsafe after a failure of its predecessor. */
     bool link;
     io_cb cb;
     void *data;

@@ -3,9 +3,9 @@
 
 struct shard;
 
-/* Queues the seal chain for a shard whose writes are all done: fdatasync the
- * file, rename it from active/ into done/, fsync done/, fsync active/. Each
- * step runs only if the one before succeeded (linked requests), so a crash
- * or an error can never leave a name in done/ on data that was not synced.
- * Calls shard_sealed() with the outcome. */
+/* Starts sealing a shard whose writes are all done: fdatasync the file,
+ * rename it from active/ into done/, then fsync done/ and active/. Each step
+ * starts only after the one before it succeeded, so an error can never leave
+ * a name in done/ on data that was not synced. Calls shard_sealed() with the
+ * outcome (0, or the first step's negative errno). */
 void seal_start(struct shard *s);

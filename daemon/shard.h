@@ -67,7 +67,7 @@ struct shard {
     bool sealing;
     int error; /* first write error; no records are taken after it */
 
-    /* The seal chain: fdatasync, rename, fsync(done/), fsync(active/). */
+    /* The seal steps: fdatasync, rename, fsync(done/), fsync(active/). */
     struct io_req seal_req[4];
     unsigned seal_completed;
     int seal_error;
