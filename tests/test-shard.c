@@ -1,0 +1,286 @@
+/* Unit tests of the shard writer and sealing (daemon/shard.c, seal.c) on a
+ * real io_uring in a temporary spool: records are batched into the shard
+ * file, the owner hears about every completed write, a sealed shard is in
+ * done/ and reads back whole, and a write error is reported and never
+ * sealed as if it were fine. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <cmocka.h>
+
+#include "daemon.h"
+#include "io.h"
+#include "shard.h"
+#include "shard_format.h"
+
+/* The shard writer tells the daemon when a shard is gone; main.c is not
+ * linked here, so count the calls instead. */
+static int finish_calls;
+void daemon_maybe_finish(struct daemon *d)
+{
+    (void)d;
+    finish_calls++;
+}
+
+struct fixture {
+    uv_loop_t loop;
+    struct daemon d;
+    char dir[64];
+};
+
+struct owner {
+    int written_calls;
+    int failed_err;
+};
+
+static void on_written(void *owner, struct shard *s)
+{
+    (void)s;
+    ((struct owner *)owner)->written_calls++;
+}
+
+static void on_failed(void *owner, struct shard *s, int err)
+{
+    (void)s;
+    ((struct owner *)owner)->failed_err = err;
+}
+
+static const struct shard_events events = { .written = on_written, .failed = on_failed };
+
+static int open_dir(int parent, const char *name)
+{
+    assert_int_equal(mkdirat(parent, name, 0750), 0);
+    return openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    int r;
+
+    assert_non_null(f);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->d.loop = &f->loop;
+    assert_int_equal(config_init(&f->d.config), 0);
+    list_init(&f->d.sessions);
+    list_init(&f->d.shards);
+    list_init(&f->d.dirty_shards);
+    r = io_new(&f->loop, 64, &f->d.io);
+    if (r == -ENOSYS || r == -EPERM)
+        return -1;
+    assert_int_equal(r, 0);
+    io_set_before_submit(f->d.io, shard_write_dirty, &f->d);
+    strcpy(f->dir, "/tmp/test-shard.XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    f->d.spool_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    f->d.active_fd = open_dir(f->d.spool_fd, "active");
+    f->d.done_fd = open_dir(f->d.spool_fd, "done");
+    finish_calls = 0;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    char cmd[128];
+
+    assert_true(list_empty(&f->d.shards));
+    assert_int_equal(io_close(f->d.io, NULL, NULL), 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    close(f->d.done_fd);
+    close(f->d.active_fd);
+    close(f->d.spool_fd);
+    config_free(&f->d.config);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+/* Runs the loop until cond holds (bounded in iterations). */
+static void run_until(struct fixture *f, const int *counter, int at_least)
+{
+    for (int i = 0; i < 100000 && *counter < at_least; i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(*counter >= at_least);
+}
+
+static const struct shard_ident ident = {
+    .producer = "unit.test", .producer_len = 9, .uid = 1234, .gid = 55, .pid = 4321,
+};
+
+/* Reads the one file in done/ back with the shard reader and checks it holds
+ * the header of ident and records "record <i>" for i < n. */
+static void check_done_shard(struct fixture *f, const char *name, uint64_t n)
+{
+    int fd = openat(f->d.done_fd, name, O_RDONLY | O_CLOEXEC);
+    struct shard_reader *r;
+    struct shard_item item;
+    char expect[64];
+    uint64_t i = 0;
+
+    assert_true(fd >= 0);
+    assert_int_equal(shard_reader_new(&r, fd), 0);
+    assert_int_equal(shard_reader_next(r, &item), 1);
+    assert_int_equal(item.kind, SHARD_ITEM_HEADER);
+    assert_string_equal(item.header->producer, "unit.test");
+    assert_int_equal(item.header->uid, 1234);
+    assert_int_equal(item.header->gid, 55);
+    assert_int_equal(item.header->pid, 4321);
+    while (shard_reader_next(r, &item) == 1) {
+        int len = snprintf(expect, sizeof(expect), "record %llu", (unsigned long long)i);
+        assert_int_equal(item.kind, SHARD_ITEM_RECORD);
+        assert_int_equal(item.len, len);
+        assert_memory_equal(item.payload, expect, (size_t)len);
+        assert_int_equal(item.timestamp_ns, 1000 + i);
+        i++;
+    }
+    assert_int_equal(shard_reader_next(r, &item), 0);
+    assert_int_equal(i, n);
+    shard_reader_free(r);
+    close(fd);
+}
+
+static void append_records(struct shard *s, uint64_t from, uint64_t to)
+{
+    char rec[64];
+
+    for (uint64_t i = from; i < to; i++) {
+        int len = snprintf(rec, sizeof(rec), "record %llu", (unsigned long long)i);
+        assert_int_equal(shard_append(s, rec, (uint32_t)len, 1000 + i), 0);
+    }
+}
+
+static void test_append_write_seal(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    char *done_name;
+    struct stat st;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    assert_int_equal(fstatat(f->d.active_fd, s->tmp_name, &st, 0), 0);
+    append_records(s, 0, 500);
+    run_until(f, &o.written_calls, 1);
+    /* Everything queued in one tick went out in one write. */
+    assert_int_equal(s->records_written, 500);
+    assert_int_equal(o.written_calls, 1);
+    assert_true(shard_settled(s));
+    append_records(s, 500, 1000);
+    run_until(f, &o.written_calls, 2);
+    assert_int_equal(s->records_written, 1000);
+    assert_int_equal(shard_unwritten_bytes(s), 0);
+
+    done_name = strdup(s->done_name);
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+    assert_int_equal(fstatat(f->d.done_fd, done_name, &st, 0), 0);
+    assert_int_equal(o.failed_err, 0);
+    check_done_shard(f, done_name, 1000);
+    free(done_name);
+}
+
+/* Two shards of one producer opened back to back get distinct, increasing
+ * ids, and both file names exist. */
+static void test_ids_are_unique_and_increasing(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *a = NULL, *b = NULL;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &a), 0);
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &b), 0);
+    assert_true(b->id > a->id);
+    assert_string_not_equal(a->tmp_name, b->tmp_name);
+    shard_detach(a);
+    shard_detach(b);
+    shard_seal(a);
+    shard_seal(b);
+    run_until(f, &finish_calls, 2);
+}
+
+/* A write that fails is reported to the owner with its errno, later appends
+ * are refused with it, and the shard is not published in done/ with data
+ * the writer could not vouch for. */
+static void test_write_error(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    char *tmp_name;
+    int ro;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    tmp_name = strdup(s->tmp_name);
+    /* Swap the shard's descriptor for a read-only one: writes now fail. */
+    ro = openat(f->d.active_fd, tmp_name, O_RDONLY | O_CLOEXEC);
+    assert_true(ro >= 0);
+    assert_int_equal(dup2(ro, s->fd), s->fd);
+    close(ro);
+    append_records(s, 0, 10);
+    for (int i = 0; i < 1000 && o.failed_err == 0; i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(o.failed_err, -EBADF);
+    assert_int_equal(shard_append(s, "x", 1, 1), -EBADF);
+    assert_int_equal(s->records_written, 0);
+
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+    /* The truncate before sealing fails on the read-only descriptor, so the
+     * file stays in active/ for recovery. */
+    assert_int_equal(faccessat(f->d.active_fd, tmp_name, F_OK, 0), 0);
+    free(tmp_name);
+}
+
+/* A seal whose rename fails leaves the shard in active/ under its temp name
+ * (for recovery) and publishes nothing in done/. */
+static void test_seal_rename_failure(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    char *tmp_name, *done_name;
+    struct stat st;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    append_records(s, 0, 3);
+    run_until(f, &o.written_calls, 1);
+    tmp_name = strdup(s->tmp_name);
+    done_name = strdup(s->done_name);
+    /* A directory in the way makes rename(2) fail with EISDIR. */
+    assert_int_equal(mkdirat(f->d.done_fd, done_name, 0700), 0);
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+    assert_int_equal(fstatat(f->d.active_fd, tmp_name, &st, 0), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(fstatat(f->d.done_fd, done_name, &st, 0), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    free(tmp_name);
+    free(done_name);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_append_write_seal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ids_are_unique_and_increasing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seal_rename_failure, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
