@@ -265,6 +265,23 @@ __attribute__((format(printf, 3, 4))) static int fail(struct merge_result *res, 
 
 /* Pass one for one source: the whole file must read as exactly one valid
  * shard whose header agrees with the file name. */
+/* Opens a source read-only (never through a symlink) and stats it. */
+static int open_source(int done_fd, const struct merge_source *s, const char *path,
+                       int *ret_fd, struct stat *ret_st, struct merge_result *res)
+{
+    int fd = openat(done_fd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd < 0)
+        return fail(res, -errno, "%s: %s", path, strerror(errno));
+    if (fstat(fd, ret_st) < 0) {
+        int e = errno;
+        (void)close(fd); /* read-only; the fstat error is what matters */
+        return fail(res, -e, "%s: %s", path, strerror(e));
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
 static int validate_source(int done_fd, const char *done_path, struct merge_source *s,
                            struct merge_result *res)
 {
@@ -278,11 +295,9 @@ static int validate_source(int done_fd, const char *done_path, struct merge_sour
 
     if (!path)
         return fail(res, -ENOMEM, "out of memory");
-    fd = openat(done_fd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
+    r = open_source(done_fd, s, path, &fd, &st, res);
+    if (r < 0)
+        return r;
     if (!S_ISREG(st.st_mode))
         return fail(res, -EBADF, "%s: not a regular file", path);
 
@@ -349,11 +364,9 @@ static int copy_source(int done_fd, const char *done_path, const struct merge_so
 
     if (!path)
         return fail(res, -ENOMEM, "out of memory");
-    fd = openat(done_fd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
+    r = open_source(done_fd, s, path, &fd, &st, res);
+    if (r < 0)
+        return r;
     if (st.st_dev != s->dev || st.st_ino != s->ino || (uint64_t)st.st_size != s->bytes)
         return fail(res, -ESTALE, "%s: replaced or changed since it was checked", path);
 
