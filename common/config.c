@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key_kind { KEY_PATH, KEY_SIZE, KEY_DURATION, KEY_MODE };
+enum key_kind { KEY_PATH, KEY_SIZE, KEY_DURATION, KEY_MODE, KEY_ENUM };
 
 struct key_spec {
     const char *section;
@@ -20,26 +20,36 @@ struct key_spec {
     enum key_kind kind;
     size_t offset;
     uint64_t min, max;
+    const char *const *choices; /* KEY_ENUM: the value is the index */
 };
+
+static const char *const fsync_policy_names[] = { "none", "interval", "batch", "always", NULL };
+static const char *const io_backend_names[] = { "auto", "uring", "threads", NULL };
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024ull)
 #define GIB (1024ull * MIB)
 
 static const struct key_spec keys[] = {
-    { "daemon", "spool", KEY_PATH, offsetof(struct config, spool), 0, 0 },
-    { "daemon", "socket", KEY_PATH, offsetof(struct config, socket_path), 0, 0 },
-    { "daemon", "socket_mode", KEY_MODE, offsetof(struct config, socket_mode), 0, 07777 },
+    { "daemon", "spool", KEY_PATH, offsetof(struct config, spool), 0, 0, NULL },
+    { "daemon", "socket", KEY_PATH, offsetof(struct config, socket_path), 0, 0, NULL },
+    { "daemon", "socket_mode", KEY_MODE, offsetof(struct config, socket_mode), 0, 07777, NULL },
+    { "daemon", "io_backend", KEY_ENUM, offsetof(struct config, io_backend), 0, 2,
+      io_backend_names },
+    { "sync", "fsync", KEY_ENUM, offsetof(struct config, fsync_policy), 0, 3,
+      fsync_policy_names },
+    { "sync", "fsync_interval", KEY_DURATION, offsetof(struct config, fsync_interval_ms), 1,
+      3600ull * 1000, NULL },
     { "limits", "max_record_bytes", KEY_SIZE, offsetof(struct config, max_record_bytes), 1,
-      256 * MIB },
+      256 * MIB, NULL },
     { "limits", "max_frame_bytes", KEY_SIZE, offsetof(struct config, max_frame_bytes),
-      4 * KIB, 256 * MIB },
+      4 * KIB, 256 * MIB, NULL },
     { "limits", "session_buffer_bytes", KEY_SIZE,
-      offsetof(struct config, session_buffer_bytes), 64 * KIB, 64 * GIB },
+      offsetof(struct config, session_buffer_bytes), 64 * KIB, 64 * GIB, NULL },
     { "shard", "max_shard_bytes", KEY_SIZE, offsetof(struct config, max_shard_bytes),
-      4 * KIB, 1024 * GIB },
+      4 * KIB, 1024 * GIB, NULL },
     { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
-      365ull * 24 * 3600 * 1000 },
+      365ull * 24 * 3600 * 1000, NULL },
 };
 
 int config_init(struct config *c)
@@ -53,6 +63,9 @@ int config_init(struct config *c)
     c->session_buffer_bytes = 8 * MIB;
     c->max_shard_bytes = 64 * MIB;
     c->max_shard_age_ms = 3600ull * 1000;
+    c->fsync_policy = FSYNC_BATCH;
+    c->fsync_interval_ms = 1000;
+    c->io_backend = IO_BACKEND_AUTO;
     if (!c->spool || !c->socket_path) {
         config_free(c);
         return -ENOMEM;
@@ -214,6 +227,24 @@ int config_set(struct config *c, const char *section, const char *key, const cha
             return r;
         }
         break;
+    case KEY_ENUM: {
+        size_t n = 0;
+        char list[128] = "";
+
+        for (; k->choices[n]; n++)
+            if (strcmp(value, k->choices[n]) == 0)
+                break;
+        if (!k->choices[n]) {
+            for (size_t i = 0; k->choices[i]; i++) {
+                strncat(list, i ? ", " : "", sizeof(list) - strlen(list) - 1);
+                strncat(list, k->choices[i], sizeof(list) - strlen(list) - 1);
+            }
+            snprintf(why, why_len, "%s: '%s' is not one of %s", key, value, list);
+            return -EINVAL;
+        }
+        v = n;
+        break;
+    }
     case KEY_MODE:
         r = parse_uint(value, 8, &v);
         if (r < 0) {
@@ -386,6 +417,16 @@ int config_check(const struct config *c, char *err, size_t err_len)
         return -EINVAL;
     }
     return 0;
+}
+
+const char *config_fsync_policy_name(enum fsync_policy p)
+{
+    return (unsigned)p < 4 ? fsync_policy_names[p] : "unknown";
+}
+
+const char *config_io_backend_name(enum io_backend b)
+{
+    return (unsigned)b < 3 ? io_backend_names[b] : "unknown";
 }
 
 int config_key_at(size_t index, const char **ret_section, const char **ret_key)

@@ -8,6 +8,21 @@
 #define CONFIG_DEFAULT_SPOOL "/var/lib/logshard"
 #define CONFIG_DEFAULT_SOCKET "/run/logshard/logshard.sock"
 
+/* When a record counts as acknowledged (docs/PROTOCOL.md, DESIGN.md). The
+ * values are also the WELCOME frame's fsync-policy byte. */
+enum fsync_policy {
+    FSYNC_NONE = 0,     /* ACK after the write; synced only when sealed */
+    FSYNC_INTERVAL = 1, /* ACK after the write; synced within fsync_interval */
+    FSYNC_BATCH = 2,    /* ACK after an fdatasync that covers it; shared */
+    FSYNC_ALWAYS = 3,   /* ACK after an fdatasync of its own frame */
+};
+
+enum io_backend {
+    IO_BACKEND_AUTO = 0,   /* io_uring when the kernel allows it, else threads */
+    IO_BACKEND_URING = 1,  /* io_uring or fail */
+    IO_BACKEND_THREADS = 2 /* libuv's thread pool with plain syscalls */
+};
+
 struct config {
     char *spool;
     char *socket_path;
@@ -17,7 +32,14 @@ struct config {
     uint64_t session_buffer_bytes;
     uint64_t max_shard_bytes;
     uint64_t max_shard_age_ms;
+    uint64_t fsync_policy;      /* enum fsync_policy */
+    uint64_t fsync_interval_ms;
+    uint64_t io_backend;        /* enum io_backend */
 };
+
+/* Names of enum values as the file spells them ("batch"), for messages. */
+const char *config_fsync_policy_name(enum fsync_policy p);
+const char *config_io_backend_name(enum io_backend b);
 
 /* Fills c with the embedded defaults. Returns 0 or -ENOMEM. */
 int config_init(struct config *c);

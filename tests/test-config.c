@@ -72,6 +72,9 @@ static void assert_config_equal(const struct config *a, const struct config *b)
     assert_true(a->session_buffer_bytes == b->session_buffer_bytes);
     assert_true(a->max_shard_bytes == b->max_shard_bytes);
     assert_true(a->max_shard_age_ms == b->max_shard_age_ms);
+    assert_true(a->fsync_policy == b->fsync_policy);
+    assert_true(a->fsync_interval_ms == b->fsync_interval_ms);
+    assert_true(a->io_backend == b->io_backend);
 }
 
 static void assert_defaults(const struct config *c)
@@ -84,6 +87,9 @@ static void assert_defaults(const struct config *c)
     assert_true(c->session_buffer_bytes == 8 * MIB);
     assert_true(c->max_shard_bytes == 64 * MIB);
     assert_true(c->max_shard_age_ms == 3600000);
+    assert_true(c->fsync_policy == FSYNC_BATCH);
+    assert_true(c->fsync_interval_ms == 1000);
+    assert_true(c->io_backend == IO_BACKEND_AUTO);
 }
 
 static void test_defaults(void **state)
@@ -693,10 +699,33 @@ static void test_parse_uint_other_whitespace(void **state)
     }
 }
 
+/* Keys with a fixed set of words: each word gives its index, anything else
+ * (including a different case) is refused with the list of choices. */
+static void test_enum_keys(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const policies[] = { "none", "interval", "batch", "always" };
+    char why[256] = "";
+
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(config_set(&f->c, "sync", "fsync", policies[i], why, sizeof(why)), 0);
+        assert_true(f->c.fsync_policy == i);
+        assert_string_equal(config_fsync_policy_name((enum fsync_policy)i), policies[i]);
+    }
+    assert_int_equal(config_set(&f->c, "sync", "fsync", "Batch", why, sizeof(why)), -EINVAL);
+    assert_string_equal(why, "fsync: 'Batch' is not one of none, interval, batch, always");
+    assert_true(f->c.fsync_policy == FSYNC_ALWAYS);
+    assert_int_equal(config_set(&f->c, "daemon", "io_backend", "threads", why, sizeof(why)), 0);
+    assert_true(f->c.io_backend == IO_BACKEND_THREADS);
+    assert_int_equal(config_set(&f->c, "daemon", "io_backend", "", why, sizeof(why)), -EINVAL);
+    assert_string_equal(config_io_backend_name(IO_BACKEND_URING), "uring");
+}
+
 static void test_key_at(void **state)
 {
     static const char *const want[][2] = {
         { "daemon", "spool" }, { "daemon", "socket" }, { "daemon", "socket_mode" },
+        { "daemon", "io_backend" }, { "sync", "fsync" }, { "sync", "fsync_interval" },
         { "limits", "max_record_bytes" }, { "limits", "max_frame_bytes" },
         { "limits", "session_buffer_bytes" }, { "shard", "max_shard_bytes" },
         { "shard", "max_shard_age" },
@@ -806,6 +835,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_enum_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_good, setup, teardown),
