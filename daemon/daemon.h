@@ -22,6 +22,7 @@ struct daemon_stats {
     uint64_t shards_sealed;
     uint64_t protocol_errors;
     uint64_t io_errors;
+    uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 };
 
 struct daemon {
@@ -44,6 +45,7 @@ struct daemon {
 
     uv_signal_t sigterm, sigint;
     uv_timer_t age_timer;
+    uv_timer_t sync_timer; /* fsync = interval */
     bool draining;
     bool stopped;
     int exit_code;

@@ -1,58 +1,113 @@
-/* io_uring driven from the libuv loop.
+/* Asynchronous file I/O for the daemon, on io_uring or on libuv's threads.
  *
- * Requests are collected in a queue while callbacks run and moved into the
- * submission ring once per loop iteration, from a uv_prepare handle (it runs
- * just before the loop blocks, after every callback that could have queued
- * work), so that all the writes one tick produced cost one io_uring_enter. The ring
- * signals completions on an eventfd; a uv_poll_t on it wakes the loop, and
- * every completion found is handed to its request's callback.
+ * Requests are collected in a queue while callbacks run and handed to the
+ * backend once per loop iteration, from a uv_prepare handle (it runs just
+ * before the loop blocks, after every callback that could have queued work),
+ * so that all the writes one tick produced cost one io_uring_enter.
  *
- * In-flight requests are capped at the completion ring's size so that the
- * kernel never has to hold back completions (CQ overflow); a chain of linked
- * requests goes into one submission, never split across two. */
+ * io_uring: the ring signals completions on an eventfd; a uv_poll_t on it
+ * wakes the loop, and every completion found is handed to its request's
+ * callback. In-flight requests are capped at the completion ring's size so
+ * the kernel never has to hold completions back (CQ overflow); a chain of
+ * linked requests goes into one submission, never split across two.
+ *
+ * threads: each chain becomes one uv_work_t that runs its system calls in
+ * order on a pool thread, cancelling the rest of the chain after a failed or
+ * short write as the kernel does for linked writes. Results are delivered on
+ * the loop thread, in order.
+ *
+ * With -Dfault_injection=true (tests only, never in release builds) the
+ * environment variable LOGSHARD_FAULTS can make io_uring set-up fail, make
+ * the Nth fdatasync report EIO, or split every write into short writes. */
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+struct io_faults {
+    bool uring_setup;           /* io_uring "unavailable" */
+    uint64_t fail_fdatasync_at; /* 1-based; 0: never */
+    bool short_writes;          /* submit half of every write */
+    uint64_t fdatasyncs;
+};
+
 struct io {
-    struct io_uring ring;
-    int eventfd;
-    uv_poll_t poll;
-    uv_prepare_t prepare;
+    uv_loop_t *loop;
+    enum io_backend backend;
     struct list_node queue;
+    uv_prepare_t prepare;
     unsigned inflight;
     unsigned max_inflight;
+    uint64_t syncs_done;
     unsigned handles_open;
     void (*before_submit)(void *);
     void *before_submit_data;
     void (*close_cb)(void *);
     void *close_data;
+    struct io_faults faults;
+
+    /* io_uring backend */
+    struct io_uring ring;
+    bool ring_ready;
+    int eventfd;
+    uv_poll_t poll;
 };
 
-static void prep(struct io_uring_sqe *sqe, struct io_req *req)
+/* ---- fault injection (test builds only) ---- */
+
+#ifdef LOGSHARD_FAULT_INJECTION
+static void faults_parse(struct io_faults *f)
 {
-    switch (req->op) {
-    case IO_WRITE:
-        io_uring_prep_write(sqe, req->fd, req->buf, req->len, req->offset);
-        break;
-    case IO_FDATASYNC:
-        io_uring_prep_fsync(sqe, req->fd, IORING_FSYNC_DATASYNC);
-        break;
-    case IO_FSYNC:
-        io_uring_prep_fsync(sqe, req->fd, 0);
-        break;
-    case IO_RENAMEAT:
-        io_uring_prep_renameat(sqe, req->fd, req->oldpath, req->newdirfd, req->newpath, 0);
-        break;
+    const char *env = getenv("LOGSHARD_FAULTS");
+    char *copy, *save = NULL;
+
+    if (!env)
+        return;
+    copy = strdup(env);
+    if (!copy)
+        return;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "uring_setup") == 0)
+            f->uring_setup = true;
+        else if (strcmp(t, "short_writes") == 0)
+            f->short_writes = true;
+        else if (strncmp(t, "fdatasync_eio=", 14) == 0)
+            f->fail_fdatasync_at = strtoull(t + 14, NULL, 10);
     }
-    if (req->link)
-        sqe->flags |= IOSQE_IO_LINK;
-    io_uring_sqe_set_data(sqe, req);
+    free(copy);
+}
+#else
+static void faults_parse(struct io_faults *f)
+{
+    (void)f;
+}
+#endif
+
+/* The length to submit for a write (all of it, unless faults say half). */
+static uint32_t write_len(const struct io *io, const struct io_req *req)
+{
+    if (io->faults.short_writes && req->len > 1)
+        return req->len / 2;
+    return req->len;
+}
+
+/* Counts a completed sync and lets faults turn it into a failure. */
+static int sync_result(struct io *io, const struct io_req *req, int res)
+{
+    if (req->op != IO_FDATASYNC && req->op != IO_FSYNC)
+        return res;
+    if (res >= 0)
+        io->syncs_done++;
+    if (req->op == IO_FDATASYNC && res != -ECANCELED && io->faults.fail_fdatasync_at &&
+        ++io->faults.fdatasyncs == io->faults.fail_fdatasync_at)
+        return -EIO;
+    return res;
 }
 
 /* Length of the chain starting at n (1 for an unlinked request). */
@@ -67,11 +122,35 @@ static unsigned chain_length(struct io *io, struct list_node *n)
     return len;
 }
 
-static void reap(struct io *io);
+/* ---- io_uring backend ---- */
+
+static void uring_prep(struct io *io, struct io_uring_sqe *sqe, struct io_req *req)
+{
+    switch (req->op) {
+    case IO_WRITE:
+        io_uring_prep_write(sqe, req->fd, req->buf, write_len(io, req), req->offset);
+        break;
+    case IO_FDATASYNC:
+        io_uring_prep_fsync(sqe, req->fd, IORING_FSYNC_DATASYNC);
+        break;
+    case IO_FSYNC:
+        io_uring_prep_fsync(sqe, req->fd, 0);
+        break;
+    case IO_RENAMEAT:
+        io_uring_prep_renameat(sqe, req->fd, req->oldpath, req->newdirfd, req->newpath,
+                               RENAME_NOREPLACE);
+        break;
+    }
+    if (req->link)
+        sqe->flags |= IOSQE_IO_LINK;
+    io_uring_sqe_set_data(sqe, req);
+}
+
+static void uring_reap(struct io *io);
 
 /* Hands every prepared entry to the kernel. Entries a failed submit left in
  * the ring stay there and go with the next one (on_prepare retries). */
-static void flush_sq(struct io *io)
+static void uring_flush_sq(struct io *io)
 {
     while (io_uring_sq_ready(&io->ring)) {
         int r = io_uring_submit(&io->ring);
@@ -79,7 +158,7 @@ static void flush_sq(struct io *io)
         if (r == -EINTR)
             continue;
         if (r == -EBUSY) { /* completions must be reaped first */
-            reap(io);
+            uring_reap(io);
             continue;
         }
         if (r <= 0)
@@ -87,9 +166,8 @@ static void flush_sq(struct io *io)
     }
 }
 
-static void submit_queue(struct io *io)
+static void uring_submit_queue(struct io *io)
 {
-
     while (!list_empty(&io->queue)) {
         struct list_node *n = io->queue.next;
         unsigned len = chain_length(io, n);
@@ -97,7 +175,7 @@ static void submit_queue(struct io *io)
         if (io->inflight + len > io->max_inflight)
             break;
         if (io_uring_sq_space_left(&io->ring) < len) {
-            flush_sq(io);
+            uring_flush_sq(io);
             if (io_uring_sq_space_left(&io->ring) < len)
                 break;
         }
@@ -106,24 +184,14 @@ static void submit_queue(struct io *io)
             struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
 
             list_del(&req->node);
-            prep(sqe, req);
+            uring_prep(io, sqe, req);
             io->inflight++;
         }
     }
-    flush_sq(io);
+    uring_flush_sq(io);
 }
 
-static void on_prepare(uv_prepare_t *h)
-{
-    struct io *io = h->data;
-
-    if (io->before_submit)
-        io->before_submit(io->before_submit_data);
-    if (!list_empty(&io->queue) || io_uring_sq_ready(&io->ring))
-        submit_queue(io);
-}
-
-static void reap(struct io *io)
+static void uring_reap(struct io *io)
 {
     struct io_uring_cqe *cqe;
 
@@ -138,13 +206,13 @@ static void reap(struct io *io)
             seen++;
             io->inflight--;
             if (res == -EAGAIN || res == -EINTR) {
-                /* A retried link member would lose its chain; these ops are
-                 * only ever retried alone (the rest got -ECANCELED). */
+                /* Retried alone: whatever was linked behind it got
+                 * -ECANCELED, and its owner requeues it. */
                 req->link = false;
                 list_add_tail(&io->queue, &req->node);
                 continue;
             }
-            req->cb(req, res);
+            req->cb(req, sync_result(io, req, res));
         }
         if (!seen)
             break;
@@ -154,7 +222,7 @@ static void reap(struct io *io)
         /* Cannot happen while inflight <= CQ size, but if it does, the kernel
          * holds the completions back until asked for them. */
         (void)io_uring_get_events(&io->ring);
-        reap(io);
+        uring_reap(io);
     }
 }
 
@@ -167,75 +235,243 @@ static void on_eventfd(uv_poll_t *h, int status, int events)
     (void)events;
     while (read(io->eventfd, &count, sizeof(count)) < 0 && errno == EINTR)
         ;
-    reap(io);
+    uring_reap(io);
 }
 
-int io_new(uv_loop_t *loop, unsigned entries, struct io **ret)
+static int uring_setup(struct io *io, unsigned entries, const char **ret_why)
 {
     struct io_uring_params params;
-    struct io *io = calloc(1, sizeof(*io));
     int r;
 
-    if (!io)
-        return -ENOMEM;
-    list_init(&io->queue);
+    if (io->faults.uring_setup) {
+        *ret_why = "io_uring set-up failed (injected fault)";
+        return -ENOSYS;
+    }
     memset(&params, 0, sizeof(params));
     r = io_uring_queue_init_params(entries, &io->ring, &params);
     if (r < 0) {
-        free(io);
+        *ret_why = r == -ENOSYS   ? "the kernel has no io_uring"
+                   : r == -EPERM  ? "io_uring is disabled (kernel.io_uring_disabled or seccomp)"
+                   : r == -ENOMEM ? "no memory for an io_uring (RLIMIT_MEMLOCK?)"
+                                  : "io_uring set-up failed";
         return r;
     }
     io->max_inflight = params.cq_entries;
     io->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (io->eventfd < 0) {
         r = -errno;
-        goto fail_ring;
-    }
-    r = io_uring_register_eventfd(&io->ring, io->eventfd);
-    if (r < 0)
-        goto fail_eventfd;
-    r = uv_poll_init(loop, &io->poll, io->eventfd);
-    if (r < 0)
-        goto fail_eventfd;
-    io->poll.data = io;
-    (void)uv_prepare_init(loop, &io->prepare); /* cannot fail */
-    io->prepare.data = io;
-    io->handles_open = 2;
-    r = uv_poll_start(&io->poll, UV_READABLE, on_eventfd);
-    if (r == 0)
-        r = uv_prepare_start(&io->prepare, on_prepare);
-    if (r < 0) {
-        /* The handles are closed by io_close. */
-        *ret = io;
-        io_close(io, NULL, NULL);
+        io_uring_queue_exit(&io->ring);
+        *ret_why = "cannot create an eventfd";
         return r;
     }
+    r = io_uring_register_eventfd(&io->ring, io->eventfd);
+    if (r == 0)
+        r = uv_poll_init(io->loop, &io->poll, io->eventfd);
+    if (r == 0) {
+        io->poll.data = io;
+        r = uv_poll_start(&io->poll, UV_READABLE, on_eventfd);
+        if (r < 0) {
+            /* The poll handle exists now; io_close closes it. */
+            io->ring_ready = true;
+            io->handles_open++;
+            *ret_why = "cannot watch the io_uring eventfd";
+            return r;
+        }
+    }
+    if (r < 0) {
+        (void)close(io->eventfd);
+        io_uring_queue_exit(&io->ring);
+        *ret_why = "cannot register the io_uring eventfd";
+        return r;
+    }
+    io->ring_ready = true;
+    io->handles_open++;
+    return 0;
+}
+
+/* ---- thread pool backend ---- */
+
+struct work {
+    uv_work_t w;
+    struct io *io;
+    unsigned n;
+    struct io_req **reqs;
+    int *res;
+};
+
+static int run_one(const struct io *io, const struct io_req *req)
+{
+    ssize_t n;
+
+    for (;;) {
+        switch (req->op) {
+        case IO_WRITE:
+            n = pwrite(req->fd, req->buf, write_len(io, req), (off_t)req->offset);
+            break;
+        case IO_FDATASYNC:
+            n = fdatasync(req->fd);
+            break;
+        case IO_FSYNC:
+            n = fsync(req->fd);
+            break;
+        case IO_RENAMEAT:
+            n = renameat2(req->fd, req->oldpath, req->newdirfd, req->newpath, RENAME_NOREPLACE);
+            break;
+        default:
+            return -EINVAL;
+        }
+        if (n >= 0)
+            return (int)n;
+        if (errno != EINTR && errno != EAGAIN)
+            return -errno;
+    }
+}
+
+/* Runs on a pool thread. Touches only the chain's own requests, which the
+ * loop thread leaves alone until after_chain. */
+static void run_chain(uv_work_t *w)
+{
+    struct work *wk = w->data;
+    bool cancelled = false;
+
+    for (unsigned i = 0; i < wk->n; i++) {
+        const struct io_req *req = wk->reqs[i];
+
+        if (cancelled) {
+            wk->res[i] = -ECANCELED;
+            continue;
+        }
+        wk->res[i] = run_one(wk->io, req);
+        if (req->link && (wk->res[i] < 0 ||
+                          (req->op == IO_WRITE && (uint32_t)wk->res[i] < req->len)))
+            cancelled = true;
+    }
+}
+
+static void after_chain(uv_work_t *w, int status)
+{
+    struct work *wk = w->data;
+    struct io *io = wk->io;
+
+    io->inflight -= wk->n;
+    for (unsigned i = 0; i < wk->n; i++) {
+        int res = status == UV_ECANCELED ? -ECANCELED : wk->res[i];
+        wk->reqs[i]->cb(wk->reqs[i], sync_result(io, wk->reqs[i], res));
+    }
+    free(wk);
+}
+
+static void threads_submit_queue(struct io *io)
+{
+    while (!list_empty(&io->queue)) {
+        unsigned len = chain_length(io, io->queue.next);
+        struct work *wk = calloc(1, sizeof(*wk) + len * (sizeof(struct io_req *) + sizeof(int)));
+
+        if (!wk)
+            return; /* stays queued; the next tick tries again */
+        wk->io = io;
+        wk->n = len;
+        wk->reqs = (struct io_req **)(wk + 1);
+        wk->res = (int *)(wk->reqs + len);
+        wk->w.data = wk;
+        for (unsigned i = 0; i < len; i++) {
+            wk->reqs[i] = list_entry(io->queue.next, struct io_req, node);
+            list_del(&wk->reqs[i]->node);
+        }
+        io->inflight += len;
+        if (uv_queue_work(io->loop, &wk->w, run_chain, after_chain) < 0) {
+            /* Cannot happen with a valid loop and callbacks; report the
+             * chain as failed rather than lose it. */
+            wk->res[0] = -EIO;
+            for (unsigned i = 1; i < len; i++)
+                wk->res[i] = -ECANCELED;
+            after_chain(&wk->w, 0);
+        }
+    }
+}
+
+/* ---- common ---- */
+
+static void on_prepare(uv_prepare_t *h)
+{
+    struct io *io = h->data;
+
+    if (io->before_submit)
+        io->before_submit(io->before_submit_data);
+    if (io->backend == IO_BACKEND_URING) {
+        if (!list_empty(&io->queue) || io_uring_sq_ready(&io->ring))
+            uring_submit_queue(io);
+    } else if (!list_empty(&io->queue)) {
+        threads_submit_queue(io);
+    }
+    if (list_empty(&io->queue))
+        uv_unref((uv_handle_t *)&io->prepare);
+}
+
+int io_new(uv_loop_t *loop, enum io_backend backend, unsigned entries, struct io **ret,
+           const char **ret_why)
+{
+    struct io *io = calloc(1, sizeof(*io));
+    const char *why = NULL;
+    int r;
+
+    if (!io)
+        return -ENOMEM;
+    io->loop = loop;
+    io->eventfd = -1;
+    list_init(&io->queue);
+    faults_parse(&io->faults);
+
+    if (backend == IO_BACKEND_URING || backend == IO_BACKEND_AUTO) {
+        r = uring_setup(io, entries, &why);
+        if (r == 0) {
+            io->backend = IO_BACKEND_URING;
+        } else if (backend == IO_BACKEND_URING || io->handles_open) {
+            if (io->handles_open) {
+                io_close(io, NULL, NULL);
+            } else {
+                free(io);
+            }
+            *ret_why = why;
+            return r;
+        }
+    }
+    if (!io->ring_ready)
+        io->backend = IO_BACKEND_THREADS;
+
+    (void)uv_prepare_init(loop, &io->prepare); /* cannot fail */
+    io->prepare.data = io;
+    io->handles_open++;
+    (void)uv_prepare_start(&io->prepare, on_prepare); /* cannot fail with a callback */
     uv_unref((uv_handle_t *)&io->prepare);
+    *ret_why = why;
     *ret = io;
     return 0;
+}
 
-fail_eventfd:
-    (void)close(io->eventfd);
-fail_ring:
-    io_uring_queue_exit(&io->ring);
-    free(io);
-    return r;
+enum io_backend io_backend_in_use(const struct io *io)
+{
+    return io->backend;
 }
 
 void io_queue(struct io *io, struct io_req *req)
 {
+    /* Queued work keeps the loop alive until on_prepare has handed it over
+     * (the prepare handle is otherwise unreferenced). */
+    if (list_empty(&io->queue))
+        uv_ref((uv_handle_t *)&io->prepare);
     list_add_tail(&io->queue, &req->node);
+}
+
+void io_want_submit(struct io *io)
+{
+    uv_ref((uv_handle_t *)&io->prepare);
 }
 
 void io_set_before_submit(struct io *io, void (*fn)(void *data), void *data)
 {
     io->before_submit = fn;
     io->before_submit_data = data;
-}
-
-void io_submit_now(struct io *io)
-{
-    submit_queue(io);
 }
 
 uint64_t io_pending(const struct io *io)
@@ -246,14 +482,21 @@ uint64_t io_pending(const struct io *io)
     return n;
 }
 
+uint64_t io_syncs_done(const struct io *io)
+{
+    return io->syncs_done;
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
     struct io *io = h->data;
 
     if (--io->handles_open > 0)
         return;
-    io_uring_queue_exit(&io->ring);
-    (void)close(io->eventfd);
+    if (io->ring_ready) {
+        io_uring_queue_exit(&io->ring);
+        (void)close(io->eventfd);
+    }
     if (io->close_cb)
         io->close_cb(io->close_data);
     free(io);
@@ -265,7 +508,9 @@ int io_close(struct io *io, void (*cb)(void *data), void *data)
         return -EBUSY;
     io->close_cb = cb;
     io->close_data = data;
-    uv_close((uv_handle_t *)&io->poll, on_handle_closed);
-    uv_close((uv_handle_t *)&io->prepare, on_handle_closed);
+    if (io->ring_ready)
+        uv_close((uv_handle_t *)&io->poll, on_handle_closed);
+    if (io->prepare.data == io) /* initialised */
+        uv_close((uv_handle_t *)&io->prepare, on_handle_closed);
     return 0;
 }

@@ -1,19 +1,28 @@
-/* The daemon's asynchronous file I/O: one io_uring, its completions signalled
- * through an eventfd that a uv_poll_t watches, requests queued during a loop
- * tick and submitted together just before the loop waits again. */
+/* The daemon's asynchronous file I/O. Requests are queued during a loop tick
+ * and handed over together just before the loop waits again, to one of two
+ * backends:
+ *  - io_uring: one ring; completions are signalled through an eventfd that
+ *    a uv_poll_t watches;
+ *  - threads: libuv's thread pool runs the plain system calls, for kernels
+ *    or sandboxes where io_uring is unavailable (kernel.io_uring_disabled,
+ *    seccomp, ENOSYS).
+ * Both keep the same promises: ordering of linked requests, short writes
+ * reported as such, errors as negative errno values. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
+#include "config.h"
 #include "list.h"
 
 enum io_op {
     IO_WRITE,     /* pwrite(fd, buf, len, offset) */
     IO_FDATASYNC, /* fdatasync(fd) */
     IO_FSYNC,     /* fsync(fd), for directories */
-    IO_RENAMEAT,  /* renameat(olddirfd, oldpath, newdirfd, newpath) */
+    IO_RENAMEAT,  /* renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE):
+                     never replaces an existing file (-EEXIST) */
 };
 
 struct io_req;
@@ -43,10 +52,16 @@ struct io_req {
 
 struct io;
 
-/* Sets up the ring with room for entries requests in flight, registers the
- * eventfd and starts watching it on loop. Returns 0 or a negative errno
- * (-ENOSYS, -EPERM when io_uring is unavailable or disabled). */
-int io_new(uv_loop_t *loop, unsigned entries, struct io **ret);
+/* Sets up the backend asked for: IO_BACKEND_URING (fails with -ENOSYS or
+ * -EPERM when io_uring is unavailable), IO_BACKEND_THREADS, or
+ * IO_BACKEND_AUTO (io_uring, else threads). entries sizes the ring.
+ * *ret_why, when io_uring was wanted but not had, says why (static text),
+ * else NULL. Returns 0 or a negative errno. */
+int io_new(uv_loop_t *loop, enum io_backend backend, unsigned entries, struct io **ret,
+           const char **ret_why);
+
+/* The backend in use: IO_BACKEND_URING or IO_BACKEND_THREADS. */
+enum io_backend io_backend_in_use(const struct io *io);
 
 /* Queues one request, or a chain when req->link is set on all but the last
  * of consecutive calls. It is submitted at the end of this loop tick.
@@ -60,12 +75,17 @@ void io_queue(struct io *io, struct io_req *req);
  * one write per dirty shard there). */
 void io_set_before_submit(struct io *io, void (*fn)(void *data), void *data);
 
-/* Submits what is queued now instead of at the end of the tick. */
-void io_submit_now(struct io *io);
+/* Tells the I/O layer that the before-submit hook has work to do, so the
+ * loop must run it even if nothing else would keep the loop going. */
+void io_want_submit(struct io *io);
 
 /* Requests in flight or queued. */
 uint64_t io_pending(const struct io *io);
 
-/* Stops watching and closes the ring once nothing is in flight; cb runs when
- * the libuv handles are closed. Returns -EBUSY while requests are pending. */
+/* fdatasync and fsync requests completed so far (for status figures). */
+uint64_t io_syncs_done(const struct io *io);
+
+/* Stops watching and releases the backend once nothing is in flight; cb runs
+ * when the libuv handles are closed. Returns -EBUSY while requests are
+ * pending. */
 int io_close(struct io *io, void (*cb)(void *data), void *data);

@@ -1,13 +1,16 @@
 /* logshardd: command line, start-up and shutdown.
  *
  * Start-up order: settings (defaults, then the file, then the command line),
- * spool, I/O ring, listener, then READY=1. Shutdown on SIGTERM or SIGINT:
+ * spool, recovery of the shards an earlier run left in active/, the I/O
+ * backend, the listener, then READY=1. Shutdown on SIGTERM or SIGINT:
  * stop accepting, let every session finish what it accepted, seal every
  * shard, exit 0. A second signal during the drain exits at once; the temp
  * files left behind are found by recovery at the next start. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "listener.h"
 #include "log.h"
 #include "logshard-build.h"
+#include "recovery.h"
 #include "session.h"
 #include "shard.h"
 #include "spool.h"
@@ -39,6 +43,8 @@ static void usage(FILE *out)
             "                      used only if it exists)\n"
             "  -s, --spool DIR     spool directory (default %s)\n"
             "  -S, --socket PATH   producer socket (default %s)\n"
+            "  -f, --fsync POLICY  none, interval, batch or always: when a record is\n"
+            "                      acknowledged (default batch; see logshard.conf(5))\n"
             "  -h, --help          show this help\n"
             "  -V, --version       show the version\n"
             "\n"
@@ -50,6 +56,7 @@ struct cmdline {
     const char *config;
     const char *spool;
     const char *socket;
+    const char *fsync;
 };
 
 static int parse_cmdline(int argc, char **argv, struct cmdline *c)
@@ -58,17 +65,19 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         { "config", required_argument, NULL, 'c' },
         { "spool", required_argument, NULL, 's' },
         { "socket", required_argument, NULL, 'S' },
+        { "fsync", required_argument, NULL, 'f' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "c:s:S:hV", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:s:S:f:hV", opts, NULL)) != -1) {
         switch (opt) {
         case 'c': c->config = optarg; break;
         case 's': c->spool = optarg; break;
         case 'S': c->socket = optarg; break;
+        case 'f': c->fsync = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("logshardd %s\n", LOGSHARD_VERSION); return 0;
         default: usage(stderr); return -EINVAL;
@@ -109,6 +118,10 @@ static int load_settings(struct config *cfg, const struct cmdline *c)
         fprintf(stderr, "logshardd: --socket: %s\n", err);
         return r;
     }
+    if (c->fsync && (r = config_set(cfg, "sync", "fsync", c->fsync, err, sizeof(err))) < 0) {
+        fprintf(stderr, "logshardd: --fsync: %s\n", err);
+        return r;
+    }
     r = config_check(cfg, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "logshardd: %s: %s\n", c->config || access(path, F_OK) == 0 ? path : "settings", err);
@@ -136,6 +149,7 @@ void daemon_maybe_finish(struct daemon *d)
     if (!d->draining || d->stopped || d->listener || !list_empty(&d->sessions) ||
         !list_empty(&d->shards))
         return;
+    d->stats.syncs = io_syncs_done(d->io);
     if (io_close(d->io, NULL, NULL) < 0)
         return; /* a completion is still due; it calls back here */
     d->stopped = true;
@@ -143,8 +157,10 @@ void daemon_maybe_finish(struct daemon *d)
     close_handle((uv_handle_t *)&d->sigterm);
     close_handle((uv_handle_t *)&d->sigint);
     close_handle((uv_handle_t *)&d->age_timer);
-    log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards this run); exiting",
-             d->stats.records_received, d->stats.shards_sealed);
+    close_handle((uv_handle_t *)&d->sync_timer);
+    log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards, %" PRIu64
+             " syncs this run); exiting",
+             d->stats.records_received, d->stats.shards_sealed, d->stats.syncs);
 }
 
 static void on_listener_stopped(void *data)
@@ -195,10 +211,44 @@ static uint64_t age_check_interval_ms(const struct config *c)
     return ms < 1000 ? (ms ? ms : 1) : 1000;
 }
 
+/* LOGSHARD_IO_BACKEND in the environment overrides the config file, so a
+ * whole test suite can run on the fallback path without editing configs. */
+static enum io_backend io_backend_wanted(const struct config *c)
+{
+    const char *env = getenv("LOGSHARD_IO_BACKEND");
+
+    if (env && strcmp(env, "threads") == 0)
+        return IO_BACKEND_THREADS;
+    if (env && strcmp(env, "uring") == 0)
+        return IO_BACKEND_URING;
+    return (enum io_backend)c->io_backend;
+}
+
+static void on_sync_timer(uv_timer_t *h)
+{
+    shard_sync_due(h->data);
+}
+
+/* Recovery never logs itself; its lines come here. */
+__attribute__((format(printf, 3, 4))) static void recovery_report(void *ctx, int level,
+                                                                  const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    (void)ctx;
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof(line), fmt, ap); /* a longer line is cut, not lost */
+    va_end(ap);
+    log_msg((enum log_level)level, "%s", line);
+}
+
+static const struct recovery_ops recovery_ops = { .report = recovery_report };
+
 static int run(struct daemon *d)
 {
+    const char *io_why = NULL;
     char why[1024];
-    size_t leftovers = 0;
     int r;
 
     r = spool_open(d, why, sizeof(why));
@@ -206,19 +256,23 @@ static int run(struct daemon *d)
         log_error("%s", why);
         return 1;
     }
-    if (spool_count_leftovers(d, &leftovers) == 0 && leftovers > 0)
-        log_warning("%s/active holds %zu temp shards from an earlier run; they are left as "
-                    "they are (this version does not recover them)",
-                    d->config.spool, leftovers);
-
-    r = io_new(d->loop, IO_RING_ENTRIES, &d->io);
+    r = recovery_run(d->spool_fd, d->active_fd, d->done_fd, &recovery_ops, NULL);
     if (r < 0) {
-        log_error("cannot set up io_uring: %s%s", strerror(-r),
-                  r == -ENOSYS || r == -EPERM
-                      ? " (disabled by kernel.io_uring_disabled or a seccomp filter?)"
-                      : "");
+        log_error("recovery of %s/active did not finish: %s; not starting", d->config.spool,
+                  strerror(-r));
         return 1;
     }
+
+    r = io_new(d->loop, io_backend_wanted(&d->config), IO_RING_ENTRIES, &d->io, &io_why);
+    if (r < 0) {
+        log_error("cannot set up file I/O (io_backend = %s): %s: %s",
+                  config_io_backend_name((enum io_backend)d->config.io_backend),
+                  io_why ? io_why : "error", strerror(-r));
+        return 1;
+    }
+    if (io_backend_in_use(d->io) == IO_BACKEND_THREADS && io_why)
+        log_warning("io_uring unavailable (%s); writing through the thread pool instead",
+                    io_why);
     io_set_before_submit(d->io, shard_write_dirty, d);
 
     r = listener_start(d, &d->listener, why, sizeof(why));
@@ -240,11 +294,23 @@ static int run(struct daemon *d)
     (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
                          age_check_interval_ms(&d->config));
     uv_unref((uv_handle_t *)&d->age_timer);
+    (void)uv_timer_init(d->loop, &d->sync_timer);
+    d->sync_timer.data = d;
+    if (d->config.fsync_policy == FSYNC_INTERVAL) {
+        uint64_t period = d->config.fsync_interval_ms / 2 ? d->config.fsync_interval_ms / 2 : 1;
+        (void)uv_timer_start(&d->sync_timer, on_sync_timer, period, period);
+        uv_unref((uv_handle_t *)&d->sync_timer);
+    }
 
-    log_info("listening on %s%s, spool %s", d->config.socket_path,
-             listener_activated(d->listener) ? " (socket from systemd)" : "", d->config.spool);
-    (void)sd_notifyf(0, "READY=1\nSTATUS=Listening on %s, spool %s", d->config.socket_path,
-                     d->config.spool);
+    log_info("listening on %s%s, spool %s, fsync %s, %s", d->config.socket_path,
+             listener_activated(d->listener) ? " (socket from systemd)" : "", d->config.spool,
+             config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
+             io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring" : "thread-pool I/O");
+    (void)sd_notifyf(0, "READY=1\nSTATUS=Listening on %s, spool %s, fsync %s, %s",
+                     d->config.socket_path, d->config.spool,
+                     config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
+                     io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring"
+                                                                 : "thread-pool I/O (no io_uring)");
 
     uv_run(d->loop, UV_RUN_DEFAULT);
     return d->exit_code;
@@ -258,6 +324,9 @@ int main(int argc, char **argv)
     int r;
 
     log_setup();
+    /* Past RLIMIT_FSIZE a write must fail with EFBIG, which the shard
+     * reports to its producer, not kill the daemon. */
+    (void)signal(SIGXFSZ, SIG_IGN);
     r = parse_cmdline(argc, argv, &cmd);
     if (r <= 0)
         return r == 0 ? 0 : EXIT_USAGE;

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
@@ -56,6 +57,8 @@ struct session {
     enum session_state state;
 
     bool hello_done;
+    unsigned fsync_policy; /* enum fsync_policy, fixed at HELLO */
+    bool gated;            /* always: frames wait until the last one is synced */
     char producer[WIRE_PRODUCER_NAME_MAX + 1];
     size_t producer_len;
 
@@ -85,6 +88,8 @@ struct session {
 
 static void session_pump(struct session *s);
 static void start_reading(struct session *s);
+static bool gate_closed(const struct session *s);
+static void process_rx(struct session *s);
 
 static const char *who(const struct session *s, char *buf, size_t len)
 {
@@ -103,11 +108,12 @@ static uint64_t acked_through_shards(const struct session *s)
 {
     for (unsigned i = 0; i < s->n_retiring; i++) {
         const struct retired *r = &s->retiring[i];
-        if (r->shard->error || r->shard->records_written < r->shard->records_queued)
-            return r->base + r->shard->records_written;
+        uint64_t acked = shard_records_acked(r->shard);
+        if (r->shard->error || acked < r->shard->records_queued)
+            return r->base + acked;
     }
     if (s->current)
-        return s->current_base + s->current->records_written;
+        return s->current_base + shard_records_acked(s->current);
     return s->received;
 }
 
@@ -207,10 +213,18 @@ static void on_shard_failed(void *owner, struct shard *sh, int err)
     for (unsigned i = 0; i < s->n_retiring; i++)
         if (s->retiring[i].shard == sh)
             base = s->retiring[i].base;
-    if (base + sh->records_written < s->ack_limit)
-        s->ack_limit = base + sh->records_written;
-    session_fail(s, (uint32_t)-err, "write to shard active/%s failed: %s",
-                 shard_display_name(sh), strerror(-err));
+    if (base + shard_records_acked(sh) < s->ack_limit)
+        s->ack_limit = base + shard_records_acked(sh);
+    if (sh->sync_error)
+        session_fail(s, (uint32_t)-err,
+                     "fdatasync of shard active/%s failed: %s; records after the last "
+                     "acknowledged one were not kept",
+                     shard_display_name(sh), strerror(-err));
+    else
+        session_fail(s, (uint32_t)-err,
+                     "write to shard active/%s failed: %s; records after the last "
+                     "acknowledged one were not kept",
+                     shard_display_name(sh), strerror(-err));
 }
 
 static int ensure_shard(struct session *s)
@@ -221,6 +235,7 @@ static int ensure_shard(struct session *s)
         .uid = s->cred.uid,
         .gid = s->cred.gid,
         .pid = (uint32_t)s->cred.pid,
+        .fsync_policy = s->fsync_policy,
     };
     int r;
 
@@ -289,10 +304,17 @@ static void session_pump(struct session *s)
     release_settled_retired(s);
     acked = acked_through(s);
 
+    if (s->gated && s->state == SESSION_OPEN && !gate_closed(s)) {
+        s->gated = false;
+        process_rx(s);
+        if (s->state == SESSION_OPEN && !s->gated && !s->paused && !s->reading)
+            start_reading(s);
+    }
     if (s->paused && s->state == SESSION_OPEN &&
         unwritten_bytes(s) <= s->d->config.session_buffer_bytes / 2) {
         s->paused = false;
-        start_reading(s);
+        if (!s->gated && !s->reading)
+            start_reading(s);
     }
 
     if (s->write_busy)
@@ -300,7 +322,7 @@ static void session_pump(struct session *s)
     if (s->welcome_pending) {
         struct wire_welcome w = {
             .version = WIRE_PROTOCOL_VERSION,
-            .fsync_policy = 0,
+            .fsync_policy = (uint8_t)s->fsync_policy,
             .max_record_bytes = (uint32_t)s->d->config.max_record_bytes,
             .max_frame_bytes = (uint32_t)s->d->config.max_frame_bytes,
         };
@@ -394,6 +416,7 @@ static void handle_hello(struct session *s, const unsigned char *payload, size_t
     s->producer[h.name_len] = '\0';
     s->producer_len = h.name_len;
     s->hello_done = true;
+    s->fsync_policy = (unsigned)s->d->config.fsync_policy;
     s->welcome_pending = true;
     log_debug("producer %s connected (conn %" PRIu64 ", pid %d, uid %u)", s->producer, s->id,
               (int)s->cred.pid, (unsigned)s->cred.uid);
@@ -476,6 +499,11 @@ static void handle_frame(struct session *s, uint8_t type, const unsigned char *p
     }
 }
 
+static bool gate_closed(const struct session *s)
+{
+    return s->fsync_policy == FSYNC_ALWAYS && !all_settled(s);
+}
+
 /* Decodes every complete frame in the receive buffer. */
 static void process_rx(struct session *s)
 {
@@ -501,6 +529,12 @@ static void process_rx(struct session *s)
             break;
         }
         need = WIRE_HEADER_SIZE + (size_t)h.length;
+        if (h.type == WIRE_APPEND && gate_closed(s)) {
+            /* always: this frame waits until the one before it is synced
+             * and acknowledged, so that no sync is shared. */
+            s->gated = true;
+            break;
+        }
         if (s->rx_len - pos < need) {
             /* Incomplete: make room for the whole frame, now that its length
              * is known to be within the limit. */
@@ -577,10 +611,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     s->rx_len += (size_t)nread;
     process_rx(s);
     if (s->state == SESSION_OPEN && s->reading &&
-        unwritten_bytes(s) > s->d->config.session_buffer_bytes) {
+        (s->gated || unwritten_bytes(s) > s->d->config.session_buffer_bytes)) {
         (void)uv_read_stop(stream);
         s->reading = false;
-        s->paused = true;
+        s->paused = !s->gated;
     }
     session_pump(s);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
@@ -39,8 +40,10 @@ static int batch_reserve(struct shard_batch *b, size_t more)
 
 static void mark_dirty(struct shard *s)
 {
-    if (!list_linked(&s->dirty_node))
+    if (!list_linked(&s->dirty_node)) {
         list_add_tail(&s->d->dirty_shards, &s->dirty_node);
+        io_want_submit(s->d->io);
+    }
 }
 
 /* Picks an id above every id used so far by this daemon and, being based on
@@ -61,6 +64,8 @@ static void shard_free(struct shard *s)
         return;
     if (s->fd >= 0)
         (void)close(s->fd); /* data was synced, or the shard failed already */
+    if (s->quarantine_fd >= 0)
+        (void)close(s->quarantine_fd); /* a directory, read-only */
     free(s->tmp_name);
     free(s->done_name);
     free(s->filling.buf);
@@ -79,6 +84,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
         return -ENOMEM;
     s->d = d;
     s->fd = -1;
+    s->quarantine_fd = -1;
     s->owner = owner;
     s->events = events;
     list_init(&s->node);
@@ -124,6 +130,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     s->filling.len = shard_encode_header(s->filling.buf, &h);
     s->size_queued = s->filling.len;
     s->created_mono_ns = now_monotonic_ns();
+    s->policy = ident->fsync_policy;
     list_add_tail(&d->shards, &s->node);
     d->stats.shards_opened++;
     mark_dirty(s);
@@ -156,6 +163,16 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
     return 0;
 }
 
+static bool syncs_each_write(const struct shard *s)
+{
+    return s->policy == FSYNC_BATCH || s->policy == FSYNC_ALWAYS;
+}
+
+uint64_t shard_records_acked(const struct shard *s)
+{
+    return syncs_each_write(s) ? s->records_synced : s->records_written;
+}
+
 uint64_t shard_unwritten_bytes(const struct shard *s)
 {
     return s->size_queued - s->size_written;
@@ -163,7 +180,7 @@ uint64_t shard_unwritten_bytes(const struct shard *s)
 
 bool shard_settled(const struct shard *s)
 {
-    return !s->write_busy && s->filling.len == 0;
+    return !s->write_busy && !s->sync_busy && !s->sync_wanted && s->filling.len == 0;
 }
 
 const char *shard_display_name(const struct shard *s)
@@ -182,8 +199,27 @@ static void maybe_start_seal(struct shard *s)
 }
 
 static void on_write(struct io_req *req, int res);
+static void on_sync(struct io_req *req, int res);
 
-static void queue_write(struct shard *s)
+/* Queues an fdatasync that will prove everything written so far (and, when
+ * linked behind a write, that write too). */
+static void queue_sync(struct shard *s, uint64_t size, uint64_t records)
+{
+    struct io_req *req = &s->sync_req;
+
+    memset(req, 0, sizeof(*req));
+    req->op = IO_FDATASYNC;
+    req->fd = s->fd;
+    req->cb = on_sync;
+    req->data = s;
+    s->sync_busy = true;
+    s->sync_wanted = false;
+    s->sync_size = size;
+    s->sync_records = records;
+    io_queue(s->d->io, req);
+}
+
+static void queue_write(struct shard *s, bool then_sync)
 {
     struct io_req *req = &s->write_req;
 
@@ -195,7 +231,11 @@ static void queue_write(struct shard *s)
     req->offset = s->size_written + s->inflight_done;
     req->cb = on_write;
     req->data = s;
+    req->link = then_sync;
     io_queue(s->d->io, req);
+    if (then_sync)
+        queue_sync(s, s->size_written + s->inflight.len,
+                   s->records_written + s->inflight.records);
 }
 
 static void start_write(struct shard *s)
@@ -208,7 +248,7 @@ static void start_write(struct shard *s)
     s->filling.records = 0;
     s->inflight_done = 0;
     s->write_busy = true;
-    queue_write(s);
+    queue_write(s, syncs_each_write(s));
 }
 
 static void fail_shard(struct shard *s, int err)
@@ -236,19 +276,23 @@ static void on_write(struct io_req *req, int res)
 
     if (res < 0) {
         s->write_busy = false;
+        s->sync_wanted = false; /* the linked sync, if any, was cancelled */
         fail_shard(s, res);
         maybe_start_seal(s);
         return;
     }
     if (res == 0) { /* no progress and no error: treat as a full disk */
         s->write_busy = false;
+        s->sync_wanted = false;
         fail_shard(s, -ENOSPC);
         maybe_start_seal(s);
         return;
     }
     s->inflight_done += (size_t)res;
     if (s->inflight_done < s->inflight.len) {
-        queue_write(s); /* a short write: the rest goes next */
+        /* A short write: the rest goes next, alone; a sync linked to this
+         * write comes back cancelled and is issued again after it. */
+        queue_write(s, false);
         return;
     }
     s->write_busy = false;
@@ -256,11 +300,80 @@ static void on_write(struct io_req *req, int res)
     s->records_written += s->inflight.records;
     s->inflight.len = 0;
     s->inflight.records = 0;
-    if (s->filling.len > 0)
+    if (s->sync_wanted && !s->sync_busy)
+        queue_sync(s, s->size_written, s->records_written);
+    if (s->policy == FSYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
+        s->dirty_since_ns = now_monotonic_ns();
+    if (s->filling.len > 0 && !s->sync_busy)
         mark_dirty(s);
     if (s->owner && s->events->written)
         s->events->written(s->owner, s);
     maybe_start_seal(s);
+}
+
+static void on_sync(struct io_req *req, int res)
+{
+    struct shard *s = req->data;
+
+    s->sync_busy = false;
+    if (res == -ECANCELED && !s->error) {
+        /* The write it was linked to came back short (or is being retried);
+         * sync once that write is complete. */
+        if (s->write_busy)
+            s->sync_wanted = true;
+        else
+            queue_sync(s, s->size_written, s->records_written);
+        return;
+    }
+    if (res < 0 && res != -ECANCELED) {
+        struct daemon *d = s->d;
+
+        /* Never retried: after a failed fdatasync the kernel may have
+         * dropped the dirty pages, and a later success would prove
+         * nothing. Only what earlier syncs proved is kept. */
+        s->sync_error = res;
+        d->stats.io_errors++;
+        log_error("fdatasync of active/%s failed: %s; the %" PRIu64 " records synced before "
+                  "stay, nothing after them is trusted",
+                  s->tmp_name, strerror(-res), s->records_synced);
+        if (!s->error) {
+            s->error = res;
+            s->records_queued = syncs_each_write(s) ? s->records_synced : s->records_written;
+            s->filling.len = s->filling.records = 0;
+            if (s->owner && s->events->failed)
+                s->events->failed(s->owner, s, res);
+        }
+        maybe_start_seal(s);
+        return;
+    }
+    if (res >= 0 && s->sync_size > s->size_synced) {
+        s->size_synced = s->sync_size;
+        s->records_synced = s->sync_records;
+    }
+    if (s->filling.len > 0 && !s->error)
+        mark_dirty(s);
+    if (s->owner && s->events->written)
+        s->events->written(s->owner, s);
+    maybe_start_seal(s);
+}
+
+void shard_sync_due(struct daemon *d)
+{
+    uint64_t now = now_monotonic_ns();
+    uint64_t wait_ns = d->config.fsync_interval_ms * 1000000ull / 2;
+    struct list_node *n;
+
+    for (n = d->shards.next; n != &d->shards; n = n->next) {
+        struct shard *s = list_entry(n, struct shard, node);
+
+        if (s->policy != FSYNC_INTERVAL || s->sync_busy || s->sealing || s->error ||
+            s->dirty_since_ns == 0 || now - s->dirty_since_ns < wait_ns)
+            continue;
+        /* Writes completing from here on are not covered: they start a new
+         * wait of their own. */
+        s->dirty_since_ns = 0;
+        queue_sync(s, s->size_written, s->records_written);
+    }
 }
 
 void shard_write_dirty(void *data)
@@ -271,7 +384,7 @@ void shard_write_dirty(void *data)
     list_for_each_safe(n, tmp, &d->dirty_shards) {
         struct shard *s = list_entry(n, struct shard, dirty_node);
 
-        if (s->write_busy)
+        if (s->write_busy || s->sync_busy || s->sync_wanted)
             continue; /* its completion marks it dirty again */
         list_del(&s->dirty_node);
         if (s->filling.len > 0 && !s->error)
@@ -295,10 +408,15 @@ void shard_sealed(struct shard *s, int err)
 {
     struct daemon *d = s->d;
 
-    if (err == 0) {
+    if (err == 0 && s->quarantined) {
+        log_error("active/%s is now quarantine/%s: %" PRIu64 " records in it were never "
+                  "proven durable",
+                  s->tmp_name, s->tmp_name, s->records_written - s->records_synced);
+    } else if (err == 0) {
         d->stats.shards_sealed++;
         log_info("sealed done/%s: %" PRIu64 " records, %" PRIu64 " bytes", s->done_name,
-                 s->records_written, s->size_written);
+                 s->sync_error ? s->records_synced : s->records_written,
+                 s->sync_error ? s->size_synced : s->size_written);
     } else {
         d->stats.io_errors++;
         log_error("sealing active/%s failed at %s: %s; the file is left for recovery",

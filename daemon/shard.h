@@ -5,7 +5,20 @@
  * loop tick every dirty shard with no write in flight swaps its filling batch
  * for the in-flight one and queues a single write of it. A shard has at most
  * one write in flight, so its file grows strictly in order and the records a
- * completion covers are exactly the batch's. */
+ * completion covers are exactly the batch's.
+ *
+ * The fsync policy decides when records count as acknowledged:
+ *  - none, interval: once written. interval also syncs every shard whose
+ *    written data has waited fsync_interval/2 (shard_sync_due, from a timer),
+ *    so no write waits more than fsync_interval for its sync.
+ *  - batch, always: once an fdatasync that started after their write has
+ *    completed. The write and its fdatasync are queued as one linked pair;
+ *    records arriving meanwhile wait in the filling batch and go with the
+ *    next pair, so one sync covers all of them (group commit). For always,
+ *    the session hands over one APPEND frame at a time, so each frame gets
+ *    a sync of its own.
+ * A failed fdatasync is never retried: the shard takes no more records and
+ * is sealed only as far as earlier syncs proved it durable. */
 #pragma once
 
 #include <stdbool.h>
@@ -22,12 +35,13 @@ struct shard_ident {
     const char *producer;
     size_t producer_len;
     uint32_t uid, gid, pid;
+    unsigned fsync_policy; /* enum fsync_policy, fixed for the shard's life */
 };
 
 /* What a shard tells its owner (the session). Neither runs after
  * shard_detach(). */
 struct shard_events {
-    /* records_written grew. */
+    /* shard_records_acked() grew, or the shard became settled. */
     void (*written)(void *owner, struct shard *s);
     /* A write failed with err; the shard takes no more records. */
     void (*failed)(void *owner, struct shard *s, int err);
@@ -51,11 +65,14 @@ struct shard {
     char *done_name; /* relative to d->done_fd */
     int fd;
     uint64_t created_mono_ns;
+    unsigned policy; /* enum fsync_policy */
 
     uint64_t size_queued;  /* bytes the file will hold once all is written */
     uint64_t size_written; /* bytes known written: the next write's offset */
+    uint64_t size_synced;  /* bytes an fdatasync has proven durable */
     uint64_t records_queued;
     uint64_t records_written;
+    uint64_t records_synced;
 
     struct shard_batch filling;
     struct shard_batch inflight;
@@ -63,12 +80,23 @@ struct shard {
     size_t inflight_done; /* bytes of the in-flight batch written so far */
     bool write_busy;
 
+    struct io_req sync_req;
+    bool sync_busy;
+    bool sync_wanted;          /* a linked sync was cancelled; issue it after the write */
+    uint64_t sync_size;        /* what the sync in flight will prove, once done */
+    uint64_t sync_records;
+    uint64_t dirty_since_ns;   /* interval: when written data first went unsynced */
+    int sync_error;            /* a failed fdatasync: nothing after size_synced is trusted */
+
     bool seal_requested;
     bool sealing;
     int error; /* first write error; no records are taken after it */
 
-    /* The seal steps: fdatasync, rename, fsync(done/), fsync(active/). */
-    struct io_req seal_req[4];
+    /* The seal steps: fdatasync, rename, fsync(done/), fsync(active/), or
+     * the move into quarantine/ and its syncs. */
+    struct io_req seal_req[7];
+    int quarantine_fd;
+    bool quarantined;
     unsigned seal_completed;
     int seal_error;
     const char *seal_failed_step;
@@ -83,10 +111,14 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
  * Returns 0, -ENOMEM, or the shard's write error once it has one. */
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns);
 
+/* Records of this shard that count as acknowledged under its policy. */
+uint64_t shard_records_acked(const struct shard *s);
+
 /* Bytes accepted but not yet written (what the owner holds in memory). */
 uint64_t shard_unwritten_bytes(const struct shard *s);
 
-/* Whether every record handed to the shard has been written. */
+/* Whether every record handed to the shard has been written and, under
+ * batch and always, synced: nothing is in flight for it. */
 bool shard_settled(const struct shard *s);
 
 /* The owner is going away: no more callbacks. */
@@ -100,6 +132,10 @@ void shard_seal(struct shard *s);
 
 /* The before-submit hook: queues a write for every dirty shard. */
 void shard_write_dirty(void *daemon);
+
+/* Under the interval policy: queues an fdatasync for every shard whose
+ * written data has waited at least half of fsync_interval. */
+void shard_sync_due(struct daemon *d);
 
 /* Used by seal.c once the seal chain has finished (err 0 or negative). */
 void shard_sealed(struct shard *s, int err);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,51 @@ static int open_subdir(int parent, const char *spool, const char *name, int *ret
     return 0;
 }
 
+/* The id in "<producer>.<16 hex>.shard", or 0 for any other name. */
+static uint64_t done_name_id(const char *name)
+{
+    size_t len = strlen(name);
+    const char *suffix = ".shard";
+    uint64_t id = 0;
+
+    if (len < 6 + 17 || strcmp(name + len - 6, suffix) != 0 || name[len - 6 - 17] != '.')
+        return 0;
+    for (const char *p = name + len - 6 - 16; p < name + len - 6; p++) {
+        int v = (*p >= '0' && *p <= '9') ? *p - '0' : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10 : -1;
+        if (v < 0)
+            return 0;
+        id = id << 4 | (uint64_t)v;
+    }
+    return id;
+}
+
+/* New shard ids come from the clock; starting above every id in done/ keeps
+ * them unique even if the clock was set back since those were made. */
+static int find_highest_done_id(struct daemon *d, uint64_t *ret_id)
+{
+    int fd = openat(d->done_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    uint64_t highest = 0;
+    struct dirent *de;
+    DIR *dir;
+
+    if (fd < 0)
+        return -errno;
+    dir = fdopendir(fd);
+    if (!dir) {
+        int e = errno;
+        (void)close(fd);
+        return -e;
+    }
+    while ((de = readdir(dir)) != NULL) {
+        uint64_t id = done_name_id(de->d_name);
+        if (id > highest)
+            highest = id;
+    }
+    closedir(dir);
+    *ret_id = highest;
+    return 0;
+}
+
 int spool_open(struct daemon *d, char *why, size_t why_len)
 {
     const char *spool = d->config.spool;
@@ -54,6 +100,11 @@ int spool_open(struct daemon *d, char *why, size_t why_len)
     r = open_subdir(d->spool_fd, spool, "done", &d->done_fd, why, why_len);
     if (r < 0)
         return r;
+    r = find_highest_done_id(d, &d->last_shard_id);
+    if (r < 0) {
+        snprintf(why, why_len, "cannot list %s/done: %s", spool, strerror(-r));
+        return r;
+    }
     /* New subdirectories must survive a crash before anything is renamed
      * into them. */
     r = fsync_dir_fd(d->spool_fd);
@@ -61,31 +112,6 @@ int spool_open(struct daemon *d, char *why, size_t why_len)
         snprintf(why, why_len, "cannot sync spool %s: %s", spool, strerror(-r));
         return r;
     }
-    return 0;
-}
-
-int spool_count_leftovers(struct daemon *d, size_t *ret_count)
-{
-    int fd = dup(d->active_fd);
-    DIR *dir;
-    struct dirent *de;
-    size_t n = 0;
-
-    if (fd < 0)
-        return -errno;
-    dir = fdopendir(fd);
-    if (!dir) {
-        int e = errno;
-        (void)close(fd);
-        return -e;
-    }
-    while ((de = readdir(dir)) != NULL) {
-        size_t len = strlen(de->d_name);
-        if (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0)
-            n++;
-    }
-    closedir(dir);
-    *ret_count = n;
     return 0;
 }
 

@@ -11,7 +11,4 @@ struct daemon;
  * with the path and the reason in why. */
 int spool_open(struct daemon *d, char *why, size_t why_len);
 
-/* Counts the temp shards an earlier run left in active/. */
-int spool_count_leftovers(struct daemon *d, size_t *ret_count);
-
 void spool_close(struct daemon *d);

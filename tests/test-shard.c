@@ -62,9 +62,18 @@ static int open_dir(int parent, const char *name)
     return openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* The backend the suite runs on: io_uring, or the thread pool when the
+ * suite runs with LOGSHARD_IO_BACKEND=threads (meson test --setup threads). */
+static enum io_backend backend_under_test(void)
+{
+    const char *env = getenv("LOGSHARD_IO_BACKEND");
+    return env && strcmp(env, "threads") == 0 ? IO_BACKEND_THREADS : IO_BACKEND_URING;
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
+    const char *why = NULL;
     int r;
 
     assert_non_null(f);
@@ -74,7 +83,7 @@ static int setup(void **state)
     list_init(&f->d.sessions);
     list_init(&f->d.shards);
     list_init(&f->d.dirty_shards);
-    r = io_new(&f->loop, 64, &f->d.io);
+    r = io_new(&f->loop, backend_under_test(), 64, &f->d.io, &why);
     if (r == -ENOSYS || r == -EPERM)
         return -1;
     assert_int_equal(r, 0);

@@ -1,0 +1,574 @@
+/* Start-up recovery: owns what an earlier run left in <spool>/active.
+ *
+ * Every entry named <producer>.<16 hex>.tmp is read through the one shard
+ * reader (common/shard_format.c). What it accepts (the header, then whole
+ * records whose length and CRC32C check out) is the valid prefix; the torn
+ * or corrupt tail after it is cut with ftruncate, and the file is sealed
+ * exactly as seal.c seals: fdatasync, then renameat into done/, then fsync of
+ * done/ and active/ (once for all files, before recovery_run returns). A file
+ * that cannot be a shard of its name (no valid header, or a header for
+ * another producer or id) goes to <spool>/quarantine/ unchanged: recovery
+ * never deletes bytes it cannot prove are a torn tail, and never overwrites.
+ *
+ * Recovery must be right after a crash at any instant, its own included.
+ * Each step leaves a state the next run handles:
+ *  - crash before or after the ftruncate, or before the fdatasync: the file
+ *    is still in active/ and is simply read again (a cut that did not reach
+ *    the disk is cut again);
+ *  - crash after a rename into done/ or quarantine/ but before the
+ *    directory syncs: the file may show up under both names, one inode.
+ *    Recovery checks done/<stem>.shard (and quarantine/<name>) for the same
+ *    inode first and then only removes the temp name, after syncing the
+ *    directory that holds the other;
+ *  - crash after creating quarantine/ but before syncing the spool: the
+ *    spool is synced every time quarantine/ is opened, existing or not, so
+ *    nothing is renamed into a directory whose own name is not durable.
+ *
+ * All names are single components relative to the directory descriptors.
+ * This is blocking code; it runs once before the daemon listens.
+ *
+ * Known limit: when fdatasync of a file fails, the file stays in active/
+ * and the next start syncs it again. By then the kernel may have dropped
+ * the pages that failed; recovery re-reads and re-checks every CRC, so a
+ * record that is gone is cut, but one still held only in the page cache
+ * cannot be told apart from one on disk. */
+#include "recovery.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileutil.h"
+#include "shard_format.h"
+#include "wire.h"
+
+#define ID_HEX_DIGITS 16u
+#define TMP_SUFFIX ".tmp"
+#define SHARD_SUFFIX ".shard"
+#define QUARANTINE_DIR "quarantine"
+#define QUARANTINE_MAX_SUFFIX 999u
+
+/* Room for the longest name recovery builds: producer, '.', id, the longer
+ * suffix, a quarantine suffix (".999") and the NUL. Names are checked
+ * against the producer rule before they are copied, so this bound holds. */
+#define NAME_BUF (WIRE_PRODUCER_NAME_MAX + 1u + ID_HEX_DIGITS + sizeof(SHARD_SUFFIX) + 4u + 1u)
+
+#define report(rec, level, ...)                                                    \
+    do {                                                                           \
+        if ((rec)->ops && (rec)->ops->report)                                      \
+            (rec)->ops->report((rec)->ops->ctx, (level), __VA_ARGS__);             \
+    } while (0)
+
+/* A temp file whose name has the shard form. */
+struct candidate {
+    const char *tmp_name;      /* in active/ */
+    char shard_name[NAME_BUF]; /* its sealed name in done/ */
+    const char *producer;      /* points into tmp_name; not terminated */
+    size_t producer_len;
+    uint64_t id;
+};
+
+struct recovery {
+    int spool_fd, active_fd, done_fd;
+    int quarantine_fd; /* -1 until a file needs it */
+    const struct recovery_ops *ops;
+    struct recovery_stats stats;
+    bool sync_active, sync_done, sync_quarantine;
+};
+
+/* What reading a temp file through found. */
+struct scan {
+    bool have_header;
+    struct shard_header header;
+    uint64_t keep_end; /* length of the valid prefix */
+    uint64_t records;  /* records in it */
+    const char *why;   /* why the prefix ends before the file does (or why
+                          there is no header); NULL when the file is whole */
+};
+
+/* Splits <producer>.<16 lowercase hex>.tmp from the right (producer names
+ * may contain dots). Returns false for any other name. */
+static bool parse_name(const char *name, struct candidate *ret)
+{
+    size_t len = strlen(name), suffix = strlen(TMP_SUFFIX);
+    const char *id_str;
+    uint64_t id = 0;
+    size_t producer_len, stem_len;
+
+    if (len < 1 + 1 + ID_HEX_DIGITS + suffix || strcmp(name + len - suffix, TMP_SUFFIX) != 0)
+        return false;
+    stem_len = len - suffix;
+    id_str = name + stem_len - ID_HEX_DIGITS;
+    if (id_str[-1] != '.')
+        return false;
+    for (size_t i = 0; i < ID_HEX_DIGITS; i++) {
+        char c = id_str[i];
+
+        if (c >= '0' && c <= '9')
+            id = id << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            id = id << 4 | (uint64_t)(c - 'a' + 10);
+        else
+            return false; /* the writer prints lowercase; anything else is not ours */
+    }
+    producer_len = (size_t)(id_str - 1 - name);
+    if (wire_check_producer_name(name, producer_len) < 0)
+        return false;
+
+    ret->tmp_name = name;
+    memcpy(ret->shard_name, name, stem_len);
+    memcpy(ret->shard_name + stem_len, SHARD_SUFFIX, sizeof(SHARD_SUFFIX));
+    ret->producer = name;
+    ret->producer_len = producer_len;
+    ret->id = id;
+    return true;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* A problem with one file: report it and leave the file where it is. */
+static int fail_file(struct recovery *rec, const char *name, const char *what, int err)
+{
+    rec->stats.files_failed++;
+    report(rec, RECOVERY_LOG_ERROR,
+           "cannot recover active/%s: %s: %s; it stays in active/ for the next start", name,
+           what, strerror(-err));
+    return 0;
+}
+
+/* Moves oldname to newname without ever replacing an existing newname. */
+static int rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name)
+{
+    if (renameat2(old_dir, old_name, new_dir, new_name, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -errno;
+    /* A filesystem without RENAME_NOREPLACE: link(2) never replaces either.
+     * A crash between the two calls leaves two names on one inode, which the
+     * next recovery recognises. */
+    if (linkat(old_dir, old_name, new_dir, new_name, 0) < 0)
+        return -errno;
+    if (unlinkat(old_dir, old_name, 0) < 0)
+        return -errno;
+    return 0;
+}
+
+static int open_quarantine(struct recovery *rec)
+{
+    int fd, r;
+
+    if (rec->quarantine_fd >= 0)
+        return 0;
+    if (mkdirat(rec->spool_fd, QUARANTINE_DIR, 0750) < 0 && errno != EEXIST) {
+        r = -errno;
+        report(rec, RECOVERY_LOG_ERROR, "cannot create " QUARANTINE_DIR "/: %s", strerror(-r));
+        return r;
+    }
+    fd = openat(rec->spool_fd, QUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        r = -errno;
+        report(rec, RECOVERY_LOG_ERROR, "cannot open " QUARANTINE_DIR "/: %s", strerror(-r));
+        return r;
+    }
+    /* Synced even when it already existed: an earlier run may have crashed
+     * between creating it and syncing the spool. */
+    r = fsync_dir_fd(rec->spool_fd);
+    if (r < 0) {
+        (void)close(fd); /* read-only directory descriptor */
+        report(rec, RECOVERY_LOG_ERROR, "cannot sync the spool after creating " QUARANTINE_DIR
+               "/: %s", strerror(-r));
+        return r;
+    }
+    rec->quarantine_fd = fd;
+    return 0;
+}
+
+/* Moves active/<name> (the file st describes) to quarantine/, under its own
+ * name or, when that is taken by another file, with a numeric suffix.
+ * Returns 0 (also when this one file failed) or a negative errno when
+ * quarantine/ is unusable. */
+static int quarantine(struct recovery *rec, const char *name, const struct stat *st,
+                      const char *why)
+{
+    char qname[NAME_BUF];
+    int r = open_quarantine(rec);
+
+    if (r < 0)
+        return r;
+    for (unsigned i = 0; i <= QUARANTINE_MAX_SUFFIX; i++) {
+        struct stat qst;
+
+        if (i == 0)
+            snprintf(qname, sizeof(qname), "%s", name);
+        else
+            snprintf(qname, sizeof(qname), "%s.%u", name, i);
+        r = rename_noreplace(rec->active_fd, name, rec->quarantine_fd, qname);
+        if (r == 0) {
+            rec->sync_active = rec->sync_quarantine = true;
+            rec->stats.files_quarantined++;
+            report(rec, RECOVERY_LOG_WARNING, "quarantined active/%s as " QUARANTINE_DIR "/%s: %s",
+                   name, qname, why);
+            return 0;
+        }
+        if (r != -EEXIST)
+            return fail_file(rec, name, "cannot move it to " QUARANTINE_DIR "/", r);
+        if (fstatat(rec->quarantine_fd, qname, &qst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            same_file(st, &qst)) {
+            /* An earlier recovery moved it here and was stopped before it
+             * synced active/. Make the quarantine name durable, then drop
+             * the temp name. */
+            r = fsync_dir_fd(rec->quarantine_fd);
+            if (r < 0)
+                return fail_file(rec, name, "cannot sync " QUARANTINE_DIR "/", r);
+            if (unlinkat(rec->active_fd, name, 0) < 0)
+                return fail_file(rec, name, "cannot remove its second name", -errno);
+            rec->sync_active = true;
+            rec->stats.files_quarantined++;
+            report(rec, RECOVERY_LOG_WARNING,
+                   "quarantined active/%s as " QUARANTINE_DIR "/%s: %s (an earlier recovery "
+                   "had moved it already)",
+                   name, qname, why);
+            return 0;
+        }
+    }
+    return fail_file(rec, name, "every name for it in " QUARANTINE_DIR "/ is taken", -EEXIST);
+}
+
+/* Reads fd through from the start. Returns 0 with *ret filled, or the
+ * negative errno of a read error or of memory. */
+static int scan_file(int fd, struct scan *ret)
+{
+    struct shard_reader *reader = NULL;
+    struct shard_item item;
+    struct scan s;
+    int r;
+
+    memset(&s, 0, sizeof(s));
+    r = shard_reader_new(&reader, fd);
+    if (r < 0)
+        return r;
+    r = shard_reader_next(reader, &item);
+    if (r == 1) {
+        /* The reader returns nothing before a header. */
+        s.have_header = true;
+        s.header = *item.header;
+        for (;;) {
+            r = shard_reader_next(reader, &item);
+            if (r != 1)
+                break;
+            if (item.kind == SHARD_ITEM_HEADER) {
+                /* Valid in a merged file, never in one shard: the writer
+                 * writes one header. What follows is not this shard's. */
+                s.keep_end = item.offset;
+                s.why = "a second shard header";
+                r = 0;
+                goto done;
+            }
+        }
+    }
+    if (r == 0) {
+        s.keep_end = shard_reader_valid_end(reader);
+    } else if (r == -EBADMSG || r == -ENODATA) {
+        shard_reader_error(reader, &s.keep_end, &s.why);
+        r = 0;
+    } else {
+        shard_reader_free(reader);
+        return r;
+    }
+    if (!s.have_header && !s.why)
+        s.why = "no shard header";
+done:
+    s.records = shard_reader_records(reader);
+    shard_reader_free(reader);
+    *ret = s;
+    return 0;
+}
+
+/* Seals active/<tmp> into done/: cut to the valid prefix, sync, rename. */
+static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
+                     const struct scan *s)
+{
+    struct stat st;
+    uint64_t cut;
+    int r;
+
+    if (fstat(fd, &st) < 0)
+        return fail_file(rec, c->tmp_name, "fstat", -errno);
+    if ((uint64_t)st.st_size < s->keep_end)
+        return fail_file(rec, c->tmp_name, "it shrank while it was read", -ESTALE);
+    cut = (uint64_t)st.st_size - s->keep_end;
+    if (cut > 0 && ftruncate(fd, (off_t)s->keep_end) < 0)
+        return fail_file(rec, c->tmp_name, "cannot cut its tail", -errno);
+    /* The data (and the new size) must be on disk before the name in done/
+     * promises a complete shard. A failed sync is not retried here. */
+    if (fdatasync(fd) < 0)
+        return fail_file(rec, c->tmp_name, "fdatasync", -errno);
+    r = rename_noreplace(rec->active_fd, c->tmp_name, rec->done_fd, c->shard_name);
+    if (r < 0)
+        return fail_file(rec, c->tmp_name, "cannot rename it into done/", r);
+    rec->sync_done = rec->sync_active = true;
+    rec->stats.files_sealed++;
+    rec->stats.records_kept += s->records;
+    rec->stats.bytes_cut += cut;
+    if (cut > 0)
+        report(rec, RECOVERY_LOG_WARNING,
+               "recovered active/%s into done/: %" PRIu64 " records kept, %" PRIu64
+               " bytes cut (%s at offset %" PRIu64 ")",
+               c->tmp_name, s->records, cut, s->why ? s->why : "unexpected bytes", s->keep_end);
+    else
+        report(rec, RECOVERY_LOG_INFO, "recovered active/%s into done/: %" PRIu64
+               " records, nothing cut", c->tmp_name, s->records);
+    return 0;
+}
+
+/* Handles one temp file. Returns 0 (also when this file failed) or a
+ * negative errno that must stop recovery. */
+static int recover_one(struct recovery *rec, const struct candidate *c)
+{
+    _cleanup_close_ int fd = -1;
+    char why[NAME_BUF + 160];
+    struct stat st, other;
+    struct scan s;
+    int r;
+
+    if (fstatat(rec->active_fd, c->tmp_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail_file(rec, c->tmp_name, "stat", -errno);
+    if (!S_ISREG(st.st_mode)) {
+        rec->stats.files_ignored++;
+        report(rec, RECOVERY_LOG_WARNING, "left active/%s alone: not a regular file",
+               c->tmp_name);
+        return 0;
+    }
+    rec->stats.files_scanned++;
+
+    /* Already sealed? The seal renames, then syncs the directories; a crash
+     * in between can leave the file under both names. */
+    if (fstatat(rec->done_fd, c->shard_name, &other, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (!same_file(&st, &other)) {
+            snprintf(why, sizeof(why),
+                     "done/%s already exists and is a different file (the sealed one is kept)",
+                     c->shard_name);
+            return quarantine(rec, c->tmp_name, &st, why);
+        }
+        /* The temp name goes only once the done/ name is durable. */
+        r = fsync_dir_fd(rec->done_fd);
+        if (r < 0)
+            return fail_file(rec, c->tmp_name, "cannot sync done/", r);
+        if (unlinkat(rec->active_fd, c->tmp_name, 0) < 0)
+            return fail_file(rec, c->tmp_name, "cannot remove its second name", -errno);
+        rec->sync_active = true;
+        rec->stats.duplicates_removed++;
+        report(rec, RECOVERY_LOG_INFO,
+               "removed active/%s: it is a second name of done/%s (a seal was interrupted "
+               "after its rename)",
+               c->tmp_name, c->shard_name);
+        return 0;
+    } else if (errno != ENOENT) {
+        return fail_file(rec, c->tmp_name, "cannot stat its name in done/", -errno);
+    }
+
+    fd = openat(rec->active_fd, c->tmp_name,
+                O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return fail_file(rec, c->tmp_name, "open", -errno);
+    if (fstat(fd, &other) < 0)
+        return fail_file(rec, c->tmp_name, "fstat", -errno);
+    if (!same_file(&st, &other))
+        return fail_file(rec, c->tmp_name, "it was replaced while recovery ran", -ESTALE);
+
+    r = scan_file(fd, &s);
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0)
+        return fail_file(rec, c->tmp_name, "read", r);
+    if (!s.have_header)
+        return quarantine(rec, c->tmp_name, &st, s.why);
+    if (s.header.producer_len != c->producer_len ||
+        memcmp(s.header.producer, c->producer, c->producer_len) != 0 ||
+        s.header.shard_id != c->id) {
+        snprintf(why, sizeof(why),
+                 "its header is for producer %s, shard %016" PRIx64 ", not the one its name says",
+                 s.header.producer, s.header.shard_id);
+        return quarantine(rec, c->tmp_name, &st, why);
+    }
+    return seal_file(rec, c, fd, &s);
+}
+
+/* Syncs the directories whose entries changed, the new names' directories
+ * first. Returns 0 or the first error. */
+static int sync_dirs(struct recovery *rec)
+{
+    const struct {
+        bool needed;
+        int fd;
+        const char *name;
+    } dirs[] = {
+        { rec->sync_done, rec->done_fd, "done/" },
+        { rec->sync_quarantine, rec->quarantine_fd, QUARANTINE_DIR "/" },
+        { rec->sync_active, rec->active_fd, "active/" },
+    };
+    int first = 0;
+
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        int r;
+
+        if (!dirs[i].needed)
+            continue;
+        r = fsync_dir_fd(dirs[i].fd);
+        if (r < 0) {
+            report(rec, RECOVERY_LOG_ERROR, "cannot sync %s: %s", dirs[i].name, strerror(-r));
+            if (first == 0)
+                first = r;
+        }
+    }
+    return first;
+}
+
+static void free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Lists active/ (without "." and ".."), sorted, so that the work and the
+ * report come in a stable order and no entry is renamed while the
+ * directory is being read. */
+static int list_dir(int dir_fd, char ***ret_names, size_t *ret_count)
+{
+    /* A new open file description: readdir on a dup would move the shared
+     * offset of the caller's descriptor. */
+    int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    DIR *dir;
+    int r = 0;
+
+    if (fd < 0)
+        return -errno;
+    dir = fdopendir(fd);
+    if (!dir) {
+        r = -errno;
+        (void)close(fd); /* read-only directory descriptor */
+        return r;
+    }
+    for (;;) {
+        errno = 0;
+        de = readdir(dir);
+        if (!de) {
+            r = errno ? -errno : 0;
+            break;
+        }
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, ncap * sizeof(*names));
+
+            if (!nn) {
+                r = -ENOMEM;
+                break;
+            }
+            names = nn;
+            cap = ncap;
+        }
+        names[n] = strdup(de->d_name);
+        if (!names[n]) {
+            r = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    (void)closedir(dir); /* read-only; nothing to flush */
+    if (r < 0) {
+        free_names(names, n);
+        return r;
+    }
+    if (n > 1)
+        qsort(names, n, sizeof(*names), compare_names);
+    *ret_names = names;
+    *ret_count = n;
+    return 0;
+}
+
+int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery_ops *ops,
+                 struct recovery_stats *ret_stats)
+{
+    struct recovery rec = {
+        .spool_fd = spool_fd,
+        .active_fd = active_fd,
+        .done_fd = done_fd,
+        .quarantine_fd = -1,
+        .ops = ops,
+    };
+    struct candidate c;
+    char **names = NULL;
+    size_t n = 0;
+    uint64_t total = 0, handled = 0;
+    int r, rs;
+
+    r = list_dir(active_fd, &names, &n);
+    if (r < 0) {
+        report(&rec, RECOVERY_LOG_ERROR, "cannot read active/: %s", strerror(-r));
+        return r;
+    }
+    for (size_t i = 0; i < n; i++)
+        total += parse_name(names[i], &c);
+    if (total > 0 && ops && ops->progress)
+        ops->progress(ops->ctx, 0, total);
+
+    for (size_t i = 0; i < n; i++) {
+        if (!parse_name(names[i], &c)) {
+            rec.stats.files_ignored++;
+            report(&rec, RECOVERY_LOG_WARNING,
+                   "left active/%s alone: not a shard temp file name "
+                   "(<producer>.<16 hex digits>.tmp)",
+                   names[i]);
+            continue;
+        }
+        r = recover_one(&rec, &c);
+        if (r < 0)
+            break;
+        handled++;
+        if (ops && ops->progress)
+            ops->progress(ops->ctx, handled, total);
+    }
+
+    /* Also after a fatal error: whatever was renamed so far must be durable. */
+    rs = sync_dirs(&rec);
+    if (r == 0)
+        r = rs;
+    if (rec.quarantine_fd >= 0)
+        (void)close(rec.quarantine_fd); /* read-only directory descriptor */
+    free_names(names, n);
+    if (r < 0)
+        return r;
+
+    if (rec.stats.files_scanned > 0)
+        report(&rec, rec.stats.files_failed > 0 ? RECOVERY_LOG_WARNING : RECOVERY_LOG_INFO,
+               "recovery: %" PRIu64 " temp shards in active/: %" PRIu64
+               " sealed into done/ (%" PRIu64 " records kept, %" PRIu64 " bytes cut), %" PRIu64
+               " quarantined, %" PRIu64 " duplicates removed, %" PRIu64 " failed",
+               rec.stats.files_scanned, rec.stats.files_sealed, rec.stats.records_kept,
+               rec.stats.bytes_cut, rec.stats.files_quarantined, rec.stats.duplicates_removed,
+               rec.stats.files_failed);
+    if (ret_stats)
+        *ret_stats = rec.stats;
+    return 0;
+}
