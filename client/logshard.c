@@ -72,6 +72,7 @@ struct logshard {
 
     uint32_t max_record_bytes; /* the daemon's, cut to what fits one frame */
     uint32_t max_frame_bytes;  /* payload bytes, as WELCOME says */
+    uint8_t fsync_policy;      /* as WELCOME says */
 
     unsigned char *out; /* the frame being built or sent */
     size_t out_cap;
@@ -177,6 +178,7 @@ static void handle_welcome(logshard *ls, const unsigned char *payload, size_t le
     }
     ls->max_record_bytes = w.max_record_bytes;
     ls->max_frame_bytes = w.max_frame_bytes;
+    ls->fsync_policy = w.fsync_policy;
     ls->welcomed = true;
 }
 
@@ -603,6 +605,11 @@ LOGSHARD_EXPORT void logshard_close(logshard *ls)
 LOGSHARD_EXPORT uint64_t logshard_unacked(const logshard *ls)
 {
     return ls ? ls->appended - ls->acked : 0;
+}
+
+LOGSHARD_EXPORT int logshard_fsync_policy(const logshard *ls)
+{
+    return ls ? (int)ls->fsync_policy : -EINVAL;
 }
 
 LOGSHARD_EXPORT const char *logshard_error_message(const logshard *ls)

@@ -107,6 +107,27 @@ uint64_t logshard_unacked(const logshard *ls);
  * when there was none. Valid until the handle is closed. */
 const char *logshard_error_message(const logshard *ls);
 
+/* What an acknowledgement promises on this connection: the daemon's fsync
+ * policy, announced when it accepted the producer.
+ *   LOGSHARD_FSYNC_NONE      the record is written to its shard file; it is
+ *                            synced to disk when the shard is sealed.
+ *   LOGSHARD_FSYNC_INTERVAL  as NONE, and the daemon syncs written data
+ *                            within its fsync_interval.
+ *   LOGSHARD_FSYNC_BATCH     an fdatasync that covers the record has completed
+ *                            (one sync may cover many records).
+ *   LOGSHARD_FSYNC_ALWAYS    as BATCH, with one fdatasync per APPEND frame.
+ * A daemon newer than this library may announce a value not listed here. */
+enum logshard_fsync_policy {
+    LOGSHARD_FSYNC_NONE = 0,
+    LOGSHARD_FSYNC_INTERVAL = 1,
+    LOGSHARD_FSYNC_BATCH = 2,
+    LOGSHARD_FSYNC_ALWAYS = 3,
+};
+
+/* The fsync policy in force for this connection (enum logshard_fsync_policy),
+ * or -EINVAL when ls is NULL. */
+int logshard_fsync_policy(const logshard *ls);
+
 /* A static English description of a value returned by this library. */
 const char *logshard_strerror(int err);
 

@@ -598,6 +598,8 @@ static void test_connect_ok(void **state)
     assert_true(atomic_load(&p->welcome_sent));
     assert_int_equal(logshard_unacked(ls), 0);
     assert_null(logshard_error_message(ls));
+    /* The peer's WELCOME announced policy 2. */
+    assert_int_equal(logshard_fsync_policy(ls), LOGSHARD_FSYNC_BATCH);
     /* Nothing appended: nothing to wait for, and no empty frame either
      * (the peer fails on any frame before end of file). */
     assert_int_equal(logshard_flush(ls, 1000), 0);
@@ -1201,6 +1203,7 @@ static void test_null_handles(void **state)
     logshard_close(NULL);
     assert_int_equal(logshard_unacked(NULL), 0);
     assert_null(logshard_error_message(NULL));
+    assert_int_equal(logshard_fsync_policy(NULL), -EINVAL);
     assert_int_equal(logshard_append(NULL, "x", 1), -EINVAL);
     assert_int_equal(logshard_flush(NULL, 0), -EINVAL);
 }
