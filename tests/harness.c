@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -128,6 +129,11 @@ void harness_start(struct harness *h, const char *const *extra)
         int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0 || dup2(fd, 2) < 0)
             _exit(127);
+        if (h->fsize_limit) {
+            struct rlimit rl = { .rlim_cur = h->fsize_limit, .rlim_max = h->fsize_limit };
+            if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+                _exit(126);
+        }
         setenv("NOTIFY_SOCKET", h->notify_path, 1);
         unsetenv("LISTEN_FDS");
         unsetenv("LISTEN_PID");

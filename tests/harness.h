@@ -18,6 +18,7 @@ struct harness {
     int notify_fd;
     pid_t daemon;
     int daemon_pidfd;
+    uint64_t fsize_limit; /* RLIMIT_FSIZE for the daemon; 0: unchanged */
 };
 
 /* Makes a fresh temporary directory with an empty config file. */
