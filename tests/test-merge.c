@@ -1,8 +1,13 @@
 /* Unit tests of the merge module (tools/merge.c): which files of done/ are
  * taken and in what order, the copy loop with and without its read/write
- * fallback, and whole merges, good and refused. Every test works in its own
- * mkdtemp directory with shards built by the common encoder, so the merge is
- * checked against the same format the daemon writes. */
+ * fallback, whole merges, good and refused, and the crash safety of
+ * --delete: the lock, the intent file, and recovery from a merge that died
+ * at each of its steps. A crash is a forked child that runs the merge and
+ * calls _exit() from a step hook, which leaves exactly the files a kill -9
+ * at that instant leaves; tests/test-merge-crash.c kills the real logctl at
+ * random instants. Every test works in its own mkdtemp directory with
+ * shards built by the common encoder, so the merge is checked against the
+ * same format the daemon writes. */
 #include <setjmp.h> /* cmocka needs these before cmocka.h */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fileutil.h"
@@ -501,6 +508,28 @@ static void test_copy_short_source(void **state)
 
 /* ---- whole merges ---- */
 
+/* After a merge has ended, by success or by recovery: no intent, no
+ * half-written intent, no temp file next to the outputs. */
+static void check_no_leftovers(const struct fixture *f)
+{
+    char *intent = join(f->spool, MERGE_INTENT_NAME);
+    char *intent_tmp = join(f->spool, MERGE_INTENT_TMP_NAME);
+    DIR *d;
+    struct dirent *de;
+
+    assert_false(exists(intent));
+    assert_false(exists(intent_tmp));
+    d = opendir(f->out);
+    assert_non_null(d);
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            assert_true(de->d_name[0] != '.');
+    closedir(d);
+    free(intent);
+    free(intent_tmp);
+}
+
+
 /* The output must be the sources back to back in the documented order, and
  * the reader must find every record once, in that order. */
 static void check_output(const char *path, const struct fixture *f)
@@ -610,8 +639,9 @@ static void test_merge_end_to_end(void **state)
     }
     merge_result_free(&res);
     check_output(out, &f);
-    /* Only the output: no temp file left behind. */
+    /* Only the output: no temp file left behind, and no intent. */
     assert_int_equal(count_entries(f.out), 1);
+    check_no_leftovers(&f);
     /* The sources stay where they were, junk included. */
     assert_int_equal(count_entries(f.done), N_SORTED + 16);
 
@@ -644,13 +674,29 @@ static void test_merge_end_to_end(void **state)
     fixture_free(&f);
 }
 
+/* "/merged-YYYYmmddTHHMMSS.nnnnnnnnnZ.lsm" */
+static void check_default_name(const char *path, const char *merged)
+{
+    const char *base;
+
+    assert_true(strncmp(path, merged, strlen(merged)) == 0);
+    base = path + strlen(merged);
+    assert_int_equal(strlen(base), strlen("/merged-20240101T000000.123456789Z.lsm"));
+    assert_true(strncmp(base, "/merged-", 8) == 0);
+    assert_true(base[16] == 'T' && base[23] == '.' && base[33] == 'Z');
+    for (int i = 24; i < 33; i++)
+        assert_true(base[i] >= '0' && base[i] <= '9');
+    assert_string_equal(base + 34, ".lsm");
+}
+
+/* Two default-named merges right after each other (nearly always within
+ * one second) must both succeed, under different names. */
 static void test_merge_default_output(void **state)
 {
     struct fixture f;
     struct merge_opts opts = { 0 };
-    struct merge_result res;
+    struct merge_result res, res2;
     char *merged;
-    const char *base;
 
     (void)state;
     fixture_init(&f);
@@ -659,16 +705,20 @@ static void test_merge_default_output(void **state)
     opts.spool = f.spool;
     assert_int_equal(merge_run(&opts, &res), 0);
     assert_non_null(res.output_path);
-    assert_true(strncmp(res.output_path, merged, strlen(merged)) == 0);
-    base = res.output_path + strlen(merged);
-    /* "/merged-YYYYmmddTHHMMSSZ.lsm" */
-    assert_int_equal(strlen(base), strlen("/merged-20240101T000000Z.lsm"));
-    assert_true(strncmp(base, "/merged-", 8) == 0);
-    assert_true(base[16] == 'T' && base[23] == 'Z');
-    assert_string_equal(base + 24, ".lsm");
+    check_default_name(res.output_path, merged);
     check_output(res.output_path, &f);
     assert_int_equal(count_entries(merged), 1);
+
+    assert_int_equal(merge_run(&opts, &res2), 0);
+    assert_non_null(res2.output_path);
+    check_default_name(res2.output_path, merged);
+    assert_string_not_equal(res.output_path, res2.output_path);
+    /* Names sort by time. */
+    assert_true(strcmp(res.output_path, res2.output_path) < 0);
+    check_output(res2.output_path, &f);
+    assert_int_equal(count_entries(merged), 2);
     merge_result_free(&res);
+    merge_result_free(&res2);
     free(merged);
     fixture_free(&f);
 }
@@ -898,6 +948,8 @@ static void test_merge_fails_mid_copy(void **state)
         merge_result_free(&res);
         assert_false(exists(out));
         assert_int_equal(count_entries(f.out), 0);
+        /* A failure before publishing takes its intent with it. */
+        check_no_leftovers(&f);
         free(out);
         fixture_free(&f);
     }
@@ -955,6 +1007,576 @@ static void test_merge_missing_spool(void **state)
     rm_rf(tmp);
 }
 
+/* ---- --delete, the lock, the intent and recovery ---- */
+
+/* How many of sorted_specs are still in done/. */
+static size_t sources_left(const struct fixture *f)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < N_SORTED; i++) {
+        char *name = shard_name(sorted_specs[i].producer, sorted_specs[i].id);
+        char *path = join(f->done, name);
+
+        n += exists(path);
+        free(path);
+        free(name);
+    }
+    return n;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+
+    assert_int_equal(stat(path, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+static uint64_t sorted_specs_bytes(void)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < N_SORTED; i++) {
+        size_t len;
+        unsigned char *b = build_shard(&sorted_specs[i], &len);
+
+        n += len;
+        free(b);
+    }
+    return n;
+}
+
+struct delete_watch {
+    const struct fixture *f;
+    const char *out;
+    uint64_t full_size;
+    size_t copies, published, deleted, finished;
+};
+
+static int watch_copy(const struct merge_source *src, void *userdata)
+{
+    struct delete_watch *w = userdata;
+    char *intent = join(w->f->spool, MERGE_INTENT_NAME);
+
+    (void)src;
+    /* The intent is durable before the copy starts; nothing is gone yet. */
+    assert_true(exists(intent));
+    assert_false(exists(w->out));
+    assert_int_equal(sources_left(w->f), N_SORTED);
+    w->copies++;
+    free(intent);
+    return 0;
+}
+
+static void watch_step(enum merge_step step, void *userdata)
+{
+    struct delete_watch *w = userdata;
+
+    switch (step) {
+    case MERGE_STEP_INTENT_WRITTEN:
+    case MERGE_STEP_COPIED:
+        assert_false(exists(w->out));
+        assert_int_equal(sources_left(w->f), N_SORTED);
+        break;
+    case MERGE_STEP_PUBLISHED:
+        assert_true(file_size(w->out) == w->full_size);
+        assert_int_equal(sources_left(w->f), N_SORTED);
+        w->published++;
+        break;
+    case MERGE_STEP_SOURCE_DELETED:
+        /* Only ever after the complete output is under its name. */
+        assert_int_equal(w->published, 1);
+        assert_true(file_size(w->out) == w->full_size);
+        w->deleted++;
+        assert_int_equal(sources_left(w->f), N_SORTED - w->deleted);
+        break;
+    case MERGE_STEP_SOURCES_DELETED:
+        assert_int_equal(sources_left(w->f), 0);
+        w->finished++;
+        break;
+    }
+}
+
+static void test_merge_delete(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    struct delete_watch w = { 0 };
+    char *out;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    write_junk(&f);
+    out = join(f.out, "merged.lsm");
+    w.f = &f;
+    w.out = out;
+    w.full_size = sorted_specs_bytes();
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = true;
+    opts.before_copy = watch_copy;
+    opts.at_step = watch_step;
+    opts.userdata = &w;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_null(res.error);
+    assert_int_equal(res.recovery, MERGE_RECOVERY_NONE);
+    assert_int_equal(res.shards, N_SORTED);
+    assert_int_equal(res.deleted, N_SORTED);
+    merge_result_free(&res);
+    assert_int_equal(w.copies, N_SORTED);
+    assert_int_equal(w.published, 1);
+    assert_int_equal(w.deleted, N_SORTED);
+    assert_int_equal(w.finished, 1);
+    check_output(out, &f);
+    check_no_leftovers(&f);
+    /* Only the merged shards went: the junk that was never taken stays. */
+    assert_int_equal(count_entries(f.done), 16);
+
+    /* A second run has nothing to merge and leaves the output alone. */
+    opts.before_copy = NULL;
+    opts.at_step = NULL;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.n_sources, 0);
+    assert_null(res.output_path);
+    merge_result_free(&res);
+    check_output(out, &f);
+    assert_int_equal(count_entries(f.out), 1);
+    free(out);
+    fixture_free(&f);
+}
+
+/* A crash: a child runs the merge and leaves with _exit(0) at the chosen
+ * point, so nothing after it runs, as with kill -9. */
+struct crash_plan {
+    enum merge_step step; /* 0: none */
+    unsigned nth;         /* at the nth time step is reached (1-based) */
+    int before_copy;      /* >= 0: before copying source number before_copy */
+    unsigned seen;
+};
+
+static void crash_step(enum merge_step step, void *userdata)
+{
+    struct crash_plan *p = userdata;
+
+    if (step == p->step && ++p->seen == p->nth)
+        _exit(0);
+}
+
+static int crash_copy(const struct merge_source *src, void *userdata)
+{
+    struct crash_plan *p = userdata;
+
+    (void)src;
+    if (p->before_copy == 0)
+        _exit(0);
+    p->before_copy--;
+    return 0;
+}
+
+static void run_crashing(const struct merge_opts *base, struct crash_plan plan)
+{
+    pid_t pid;
+    int status;
+
+    fflush(NULL); /* or the child's exit would print our buffers twice */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct merge_opts o = *base;
+        struct merge_result res;
+
+        o.at_step = crash_step;
+        o.before_copy = plan.before_copy >= 0 ? crash_copy : NULL;
+        o.userdata = &plan;
+        (void)merge_run(&o, &res);
+        _exit(3); /* the crash point was never reached */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+struct crash_case {
+    const char *what;
+    struct crash_plan plan;
+    bool delete_sources;
+    enum merge_recovery expect;
+    bool expect_temp;        /* rollback finds the temp file */
+    size_t left_after_crash; /* sources still in done/ after the crash */
+};
+
+static void run_crash_case(const struct crash_case *c)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out, *intent, *tmp;
+
+    print_message("crash case: %s\n", c->what);
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    intent = join(f.spool, MERGE_INTENT_NAME);
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = c->delete_sources;
+    run_crashing(&opts, c->plan);
+
+    /* The state the crash left. */
+    assert_true(exists(intent));
+    assert_int_equal(sources_left(&f), c->left_after_crash);
+    assert_int_equal(exists(out), c->expect == MERGE_RECOVERY_FINISHED);
+
+    /* Without --delete, a finished merge leaves the sources, so the rerun
+     * merges them again, into the same name: refused, as it would be
+     * without any crash. */
+    if (!c->delete_sources && c->expect == MERGE_RECOVERY_FINISHED) {
+        assert_int_equal(merge_run(&opts, &res), -EEXIST);
+        assert_non_null(strstr(res.error, "already exists"));
+    } else {
+        assert_int_equal(merge_run(&opts, &res), 0);
+        assert_null(res.error);
+    }
+    assert_int_equal(res.recovery, c->expect);
+    assert_non_null(res.recovery_output);
+    assert_string_equal(res.recovery_output, out);
+    if (c->expect == MERGE_RECOVERY_FINISHED) {
+        /* The rest of the sources went; nothing was left to merge again. */
+        assert_int_equal(res.recovery_deleted, c->delete_sources ? c->left_after_crash : 0);
+        assert_int_equal(res.n_sources, c->delete_sources ? 0 : N_SORTED);
+        assert_null(res.recovery_temp);
+    } else {
+        assert_int_equal(res.recovery_deleted, 0);
+        assert_int_equal(res.n_sources, N_SORTED);
+        assert_string_equal(res.output_path, out);
+        if (c->expect_temp) {
+            assert_true(asprintf(&tmp, "%s/.merged.lsm.", f.out) > 0);
+            assert_non_null(res.recovery_temp);
+            assert_true(strncmp(res.recovery_temp, tmp, strlen(tmp)) == 0);
+            free(tmp);
+        } else {
+            assert_null(res.recovery_temp);
+        }
+    }
+    merge_result_free(&res);
+
+    /* Every record exactly once: one output, holding every shard once. */
+    assert_int_equal(count_entries(f.out), 1);
+    check_output(out, &f);
+    assert_int_equal(sources_left(&f), c->delete_sources ? 0 : N_SORTED);
+    check_no_leftovers(&f);
+    free(intent);
+    free(out);
+    fixture_free(&f);
+}
+
+static void test_merge_crash_recovery(void **state)
+{
+    static const struct crash_case cases[] = {
+        { "after the intent, before the temp file",
+          { MERGE_STEP_INTENT_WRITTEN, 1, -1, 0 }, true, MERGE_RECOVERY_ROLLED_BACK, false,
+          N_SORTED },
+        { "in the middle of the copy", { 0, 0, 4, 0 }, true, MERGE_RECOVERY_ROLLED_BACK, true,
+          N_SORTED },
+        { "copied and synced, not renamed", { MERGE_STEP_COPIED, 1, -1, 0 }, true,
+          MERGE_RECOVERY_ROLLED_BACK, true, N_SORTED },
+        { "renamed, directory not synced", { MERGE_STEP_PUBLISHED, 1, -1, 0 }, true,
+          MERGE_RECOVERY_FINISHED, false, N_SORTED },
+        { "after the first source was removed", { MERGE_STEP_SOURCE_DELETED, 1, -1, 0 }, true,
+          MERGE_RECOVERY_FINISHED, false, N_SORTED - 1 },
+        { "after six sources were removed", { MERGE_STEP_SOURCE_DELETED, 6, -1, 0 }, true,
+          MERGE_RECOVERY_FINISHED, false, N_SORTED - 6 },
+        { "all sources removed, intent still there", { MERGE_STEP_SOURCES_DELETED, 1, -1, 0 },
+          true, MERGE_RECOVERY_FINISHED, false, 0 },
+        { "without --delete, in the middle of the copy", { 0, 0, 2, 0 }, false,
+          MERGE_RECOVERY_ROLLED_BACK, true, N_SORTED },
+        { "without --delete, renamed", { MERGE_STEP_PUBLISHED, 1, -1, 0 }, false,
+          MERGE_RECOVERY_FINISHED, false, N_SORTED },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        run_crash_case(&cases[i]);
+}
+
+/* A recovery that is itself killed half-way is finished by the next run. */
+static void test_merge_crash_during_recovery(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = true;
+    run_crashing(&opts, (struct crash_plan){ MERGE_STEP_SOURCE_DELETED, 2, -1, 0 });
+    assert_int_equal(sources_left(&f), N_SORTED - 2);
+    /* The recovery deletes the rest; this one dies after three of them. */
+    run_crashing(&opts, (struct crash_plan){ MERGE_STEP_SOURCE_DELETED, 3, -1, 0 });
+    assert_int_equal(sources_left(&f), N_SORTED - 5);
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.recovery, MERGE_RECOVERY_FINISHED);
+    assert_int_equal(res.recovery_deleted, N_SORTED - 5);
+    assert_int_equal(res.n_sources, 0);
+    merge_result_free(&res);
+    assert_int_equal(count_entries(f.out), 1);
+    check_output(out, &f);
+    check_no_leftovers(&f);
+    free(out);
+    fixture_free(&f);
+}
+
+/* A merge.intent.tmp is an intent that was never published: removed, and
+ * the merge goes on as if there had been nothing. */
+static void test_merge_stray_intent_tmp(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out, *p;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    p = join(f.spool, MERGE_INTENT_TMP_NAME);
+    write_file(p, "logshard-merge-intent 1\ndelete 1\ndir /", 38);
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = true;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.recovery, MERGE_RECOVERY_NONE);
+    assert_int_equal(res.deleted, N_SORTED);
+    merge_result_free(&res);
+    check_output(out, &f);
+    check_no_leftovers(&f);
+    free(p);
+    free(out);
+    fixture_free(&f);
+}
+
+/* Leaves the state of a --delete merge killed after its temp file was
+ * complete: merge.intent, the temp, every source; returns the temp's path. */
+static char *crash_before_publish(const struct fixture *f, const struct merge_opts *opts)
+{
+    char *tmp = NULL;
+    DIR *d;
+    struct dirent *de;
+
+    run_crashing(opts, (struct crash_plan){ MERGE_STEP_COPIED, 1, -1, 0 });
+    d = opendir(f->out);
+    assert_non_null(d);
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, ".merged.lsm.", 12) == 0) {
+            assert_null(tmp);
+            tmp = join(f->out, de->d_name);
+        }
+    }
+    closedir(d);
+    assert_non_null(tmp);
+    return tmp;
+}
+
+/* An intent that does not check out, and an output name taken by a file
+ * that is not the merge's output: the merge changes nothing and says why,
+ * because neither finishing nor rolling back is provably right. */
+static void test_merge_refuses_unclear_recovery(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out, *intent, *tmp, *moved;
+    unsigned char *text, *foreign;
+    size_t len;
+    uint64_t size;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    intent = join(f.spool, MERGE_INTENT_NAME);
+    moved = join(f.tmp, "moved.lsm");
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = true;
+    tmp = crash_before_publish(&f, &opts);
+    text = read_file(intent, &len);
+
+    /* A flipped byte: the checksum line catches it. */
+    text[30] ^= 1;
+    write_file(intent, text, len);
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_non_null(res.error);
+    assert_non_null(strstr(res.error, intent));
+    assert_non_null(strstr(res.error, "checksum mismatch"));
+    merge_result_free(&res);
+    text[30] ^= 1;
+    /* Torn: the end line is missing. */
+    write_file(intent, text, len - 5);
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_non_null(strstr(res.error, "damaged"));
+    merge_result_free(&res);
+    assert_true(exists(tmp));
+    assert_int_equal(sources_left(&f), N_SORTED);
+
+    /* Someone else's file under the output name, of the right size but
+     * other bytes: the sources must stay. */
+    write_file(intent, text, len);
+    size = file_size(tmp);
+    foreign = pattern((size_t)size, 99);
+    write_file(out, foreign, (size_t)size);
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_non_null(strstr(res.error, "differs from the copy"));
+    merge_result_free(&res);
+    /* Of another size. */
+    write_file(out, foreign, (size_t)size - 1);
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_non_null(strstr(res.error, "not that merge's output"));
+    merge_result_free(&res);
+    assert_true(exists(intent));
+    assert_true(exists(tmp));
+    assert_int_equal(sources_left(&f), N_SORTED);
+
+    /* Moved away, the merge is rolled back and done again. */
+    assert_int_equal(rename(out, moved), 0);
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.recovery, MERGE_RECOVERY_ROLLED_BACK);
+    assert_string_equal(res.recovery_temp, tmp);
+    assert_int_equal(res.deleted, N_SORTED);
+    merge_result_free(&res);
+    check_output(out, &f);
+    check_no_leftovers(&f);
+    assert_int_equal(unlink(moved), 0);
+    assert_int_equal(unlink(out), 0);
+
+    /* Published, partly deleted, and then the output moved away: the
+     * remaining sources are not merged again nor deleted. */
+    write_sorted_specs_shuffled(f.done);
+    run_crashing(&opts, (struct crash_plan){ MERGE_STEP_SOURCE_DELETED, 2, -1, 0 });
+    assert_int_equal(rename(out, moved), 0);
+    assert_int_equal(merge_run(&opts, &res), -EUCLEAN);
+    assert_non_null(strstr(res.error, "now missing"));
+    merge_result_free(&res);
+    assert_int_equal(sources_left(&f), N_SORTED - 2);
+    assert_true(exists(intent));
+    /* Put back, it is finished. */
+    assert_int_equal(rename(moved, out), 0);
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.recovery, MERGE_RECOVERY_FINISHED);
+    assert_int_equal(res.recovery_deleted, N_SORTED - 2);
+    merge_result_free(&res);
+    check_output(out, &f);
+    check_no_leftovers(&f);
+    assert_int_equal(sources_left(&f), 0);
+
+    free(foreign);
+    free(text);
+    free(tmp);
+    free(moved);
+    free(intent);
+    free(out);
+    fixture_free(&f);
+}
+
+/* The lock: held through another open file description in this process,
+ * then by a real merge in another process (whose pid the message names). */
+struct lock_holder {
+    int ready_fd;
+    int go_fd;
+};
+
+static void hold_at_copy(enum merge_step step, void *userdata)
+{
+    struct lock_holder *h = userdata;
+    char c = 0;
+
+    if (step != MERGE_STEP_COPIED)
+        return;
+    if (write(h->ready_fd, "r", 1) != 1 || read(h->go_fd, &c, 1) != 1)
+        _exit(4);
+}
+
+static void test_merge_lock(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    char *out, *lock, *expect;
+    int fd, ready[2], go[2], status;
+    struct lock_holder h;
+    pid_t pid;
+    char c;
+
+    (void)state;
+    fixture_init(&f);
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    lock = join(f.spool, MERGE_LOCK_NAME);
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = true;
+
+    fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    assert_int_equal(merge_run(&opts, &res), -EBUSY);
+    assert_non_null(res.error);
+    assert_true(asprintf(&expect, "another logctl merge is running on %s", f.spool) > 0);
+    assert_true(strncmp(res.error, expect, strlen(expect)) == 0);
+    free(expect);
+    merge_result_free(&res);
+    assert_int_equal(sources_left(&f), N_SORTED);
+    assert_false(exists(out));
+    assert_int_equal(close(fd), 0);
+
+    /* A real merge holds it while it waits at the end of its copy. */
+    assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        h.ready_fd = ready[1];
+        h.go_fd = go[0];
+        opts.at_step = hold_at_copy;
+        opts.userdata = &h;
+        _exit(merge_run(&opts, &res) == 0 ? 0 : 5);
+    }
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(merge_run(&opts, &res), -EBUSY);
+    assert_true(asprintf(&expect, "another logctl merge is running on %s (pid %ld ", f.spool,
+                         (long)pid) > 0);
+    assert_true(strncmp(res.error, expect, strlen(expect)) == 0);
+    free(expect);
+    merge_result_free(&res);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    check_output(out, &f);
+    check_no_leftovers(&f);
+    assert_int_equal(sources_left(&f), 0);
+
+    /* Released with the process: the next merge runs. */
+    assert_int_equal(merge_run(&opts, &res), 0);
+    merge_result_free(&res);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(close(ready[i]), 0);
+        assert_int_equal(close(go[i]), 0);
+    }
+    free(lock);
+    free(out);
+    fixture_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -972,6 +1594,12 @@ int main(void)
         cmocka_unit_test(test_merge_fails_mid_copy),
         cmocka_unit_test(test_merge_zero_shards),
         cmocka_unit_test(test_merge_missing_spool),
+        cmocka_unit_test(test_merge_delete),
+        cmocka_unit_test(test_merge_crash_recovery),
+        cmocka_unit_test(test_merge_crash_during_recovery),
+        cmocka_unit_test(test_merge_stray_intent_tmp),
+        cmocka_unit_test(test_merge_refuses_unclear_recovery),
+        cmocka_unit_test(test_merge_lock),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

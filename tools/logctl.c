@@ -51,12 +51,13 @@ int logctl_usage_error(const char *command, const char *fmt, ...)
 
 static void merge_help(void)
 {
-    printf("Usage: logctl merge --spool DIR [--output FILE] [--verbose]\n"
+    printf("Usage: logctl merge --spool DIR [--output FILE] [--delete] [--verbose]\n"
            "\n"
            "Concatenate every sealed shard in DIR/done/ into one merged file, which\n"
            "'logctl cat' reads like a shard. Only files named\n"
            "<producer>.<16 lowercase hex digit id>.shard are taken; temp files,\n"
-           "dotfiles and other names are ignored. The sources are left in place.\n"
+           "dotfiles and other names are ignored. Without --delete the sources are\n"
+           "left in place.\n"
            "\n"
            "Order: by producer name in byte order (as strcmp), then by shard id\n"
            "ascending, which keeps each producer's records in the order written.\n"
@@ -67,17 +68,50 @@ static void merge_help(void)
            "written under a temp name (.<name>.<pid>.tmp) in its directory, synced,\n"
            "and renamed into place; an existing file is never overwritten.\n"
            "\n"
+           "Crash safety: one merge at a time per spool (DIR/merge.lock; a second one\n"
+           "fails). Before copying, the merge records the output, temp and source\n"
+           "names in DIR/merge.intent; a merge that was killed is finished (its\n"
+           "output was published: the sources it lists are removed if it was a\n"
+           "--delete merge) or rolled back (its temp file is removed) by the next\n"
+           "merge, which says so on its first line. A merge killed at any instant and\n"
+           "run again leaves every record in exactly one output file.\n"
+           "\n"
            "Options:\n"
            "  -s, --spool DIR     the daemon's spool directory (required)\n"
            "  -o, --output FILE   where to write; default\n"
-           "                      DIR/merged/merged-<UTC YYYYmmddTHHMMSSZ>.lsm\n"
+           "                      DIR/merged/merged-<UTC YYYYmmddTHHMMSS.nnnnnnnnnZ>.lsm\n"
            "                      (DIR/merged/ is created when missing)\n"
+           "  -d, --delete        remove the merged shards from DIR/done/ once the\n"
+           "                      output is durable\n"
            "  -v, --verbose       also print one line per merged shard\n"
            "  -h, --help          show this help\n"
            "\n"
            "Prints a summary: shards, records, bytes and the output path. With no\n"
            "sealed shard it says so, creates nothing and exits 0.\n"
-           "Exit status: 0 merged (or nothing to merge), 1 failed, 2 usage error.\n");
+           "Exit status: 0 merged (or nothing to merge), 1 failed (also when another\n"
+           "merge is running on DIR), 2 usage error.\n");
+}
+
+static void print_recovery(const struct merge_result *res)
+{
+    switch (res->recovery) {
+    case MERGE_RECOVERY_NONE:
+        break;
+    case MERGE_RECOVERY_FINISHED:
+        printf("finished an interrupted merge: removed %zu merged source%s (output %s)\n",
+               res->recovery_deleted, res->recovery_deleted == 1 ? "" : "s",
+               res->recovery_output);
+        break;
+    case MERGE_RECOVERY_ROLLED_BACK:
+        if (res->recovery_temp)
+            printf("rolled back an interrupted merge: removed temp file %s\n",
+                   res->recovery_temp);
+        else
+            printf("rolled back an interrupted merge: no temp file was left (output %s "
+                   "was never published)\n",
+                   res->recovery_output);
+        break;
+    }
 }
 
 int logctl_merge(int argc, char **argv)
@@ -85,6 +119,7 @@ int logctl_merge(int argc, char **argv)
     static const struct option longopts[] = {
         { "spool", required_argument, NULL, 's' },
         { "output", required_argument, NULL, 'o' },
+        { "delete", no_argument, NULL, 'd' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -94,13 +129,16 @@ int logctl_merge(int argc, char **argv)
     bool verbose = false;
     int opt, r;
 
-    while ((opt = getopt_long(argc, argv, ":s:o:vh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":s:o:dvh", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
             opts.spool = optarg;
             break;
         case 'o':
             opts.output = optarg;
+            break;
+        case 'd':
+            opts.delete_sources = true;
             break;
         case 'v':
             verbose = true;
@@ -120,12 +158,16 @@ int logctl_merge(int argc, char **argv)
         return logctl_usage_error("merge", "--output needs a file name");
 
     r = merge_run(&opts, &res);
+    /* Whatever else happened, an interrupted merge that was dealt with is
+     * news: it changed files. */
+    print_recovery(&res);
     if (r == 0 && res.n_sources == 0) {
         printf("no sealed shards in %s/done; nothing merged, no file created\n", opts.spool);
         merge_result_free(&res);
         return LOGCTL_EXIT_OK;
     }
     if (r < 0 && !res.output_path) {
+        fflush(stdout);
         fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
         merge_result_free(&res);
         return LOGCTL_EXIT_FAILURE;
@@ -138,10 +180,14 @@ int logctl_merge(int argc, char **argv)
     printf("merged %zu shard%s, %" PRIu64 " record%s, %" PRIu64 " bytes into %s\n", res.shards,
            res.shards == 1 ? "" : "s", res.records, res.records == 1 ? "" : "s", res.bytes,
            res.output_path);
+    if (opts.delete_sources)
+        printf("removed %zu merged shard%s from %s/done\n", res.deleted,
+               res.deleted == 1 ? "" : "s", opts.spool);
     if (res.used_fallback)
         printf("note: copy_file_range(2) was not available here; copied with read/write\n");
     if (r < 0) {
-        /* The output exists, but its directory entry may not be durable. */
+        /* The output exists; what failed came after it (a directory sync,
+         * removing a source), and the next merge finishes it. */
         fflush(stdout);
         fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
     }

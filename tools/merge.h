@@ -1,10 +1,14 @@
 /* logctl merge as a library: list the sealed shards of a spool, check every
  * one with the shard reader, and copy them back to back into one new file
- * that appears under its final name only once it is complete and synced.
+ * that appears under its final name only once it is complete and synced;
+ * optionally (--delete) remove the merged sources once the output is
+ * durable. An intent file and a lock make a merge killed at any instant and
+ * run again leave every record exactly once (see the top of merge.c and
+ * docs/MERGE.md).
  *
- * The module never prints; it fills a struct merge_result (figures, and an
- * error message naming the file and the reason) and logctl.c reports it.
- * Functions return 0 or a negative errno. */
+ * The module never prints; it fills a struct merge_result (figures, what was
+ * recovered, and an error message naming the file and the reason) and
+ * logctl.c reports it. Functions return 0 or a negative errno. */
 #pragma once
 
 #include <stdbool.h>
@@ -52,16 +56,45 @@ void merge_sources_free(struct merge_source *sources, size_t count);
  * len bytes; or the errno of the failing call. */
 int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *ret_fell_back);
 
+/* The files a merge keeps in the spool directory itself. */
+#define MERGE_LOCK_NAME "merge.lock"
+#define MERGE_INTENT_NAME "merge.intent"
+#define MERGE_INTENT_TMP_NAME "merge.intent.tmp"
+
+/* Points in a merge at which merge_opts.at_step is called; tests end the
+ * process there to leave exactly the state a kill at that instant leaves. */
+enum merge_step {
+    MERGE_STEP_INTENT_WRITTEN = 1, /* merge.intent is durable; no temp file yet */
+    MERGE_STEP_COPIED,             /* the temp file is complete and synced */
+    MERGE_STEP_PUBLISHED,          /* renamed to the output; directory not synced */
+    MERGE_STEP_SOURCE_DELETED,     /* one source unlinked (also during recovery) */
+    MERGE_STEP_SOURCES_DELETED,    /* every source gone and done/ synced; the
+                                      intent is still there */
+};
+
 struct merge_opts {
     const char *spool;   /* reads <spool>/done/ */
-    const char *output;  /* NULL: <spool>/merged/merged-<UTC YYYYmmddTHHMMSSZ>.lsm */
+    const char *output;  /* NULL: <spool>/merged/merged-<UTC time, ns>Z.lsm */
+    bool delete_sources; /* --delete: unlink the merged sources once the
+                            output is durable */
     bool force_fallback; /* skip copy_file_range (tests; odd filesystems) */
     /* Optional: called after every source was checked, before each one is
      * copied. A negative return aborts the merge with that error (e.g.
      * -ECANCELED on a signal); the temp file is removed and no output is
      * created. Tests use it to interfere with a merge in progress. */
     int (*before_copy)(const struct merge_source *src, void *userdata);
+    /* Optional: called at each enum merge_step. Tests only. */
+    void (*at_step)(enum merge_step step, void *userdata);
     void *userdata;
+};
+
+/* What the start of a merge found and did about an interrupted one. */
+enum merge_recovery {
+    MERGE_RECOVERY_NONE = 0,    /* no merge.intent: nothing was interrupted */
+    MERGE_RECOVERY_FINISHED,    /* its output had been published: the sources
+                                   it listed were removed (with --delete) */
+    MERGE_RECOVERY_ROLLED_BACK, /* it had not been published: its temp file
+                                   was removed, the sources kept */
 };
 
 struct merge_result {
@@ -70,19 +103,33 @@ struct merge_result {
     uint64_t records;              /* records in them */
     uint64_t bytes;                /* bytes written */
     bool used_fallback;            /* the read/write copy was used */
+    size_t deleted;                /* sources removed after publishing (--delete) */
     struct merge_source *sources;  /* the shards, in output order */
     size_t n_sources;
+    enum merge_recovery recovery;  /* an interrupted merge found at the start */
+    char *recovery_output;         /* its output path */
+    char *recovery_temp;           /* the temp file removed; NULL when none was left */
+    size_t recovery_deleted;       /* sources it listed that were removed now */
     char *error;                   /* on failure: "<file>: <reason>", or NULL
                                       when even that could not be allocated */
 };
 
 /* Runs one merge. *ret is always initialised (call merge_result_free after).
- * Returns 0 when the output is written and durable, or when there was
- * nothing to merge (shards == 0, no file and no directory created);
- * otherwise a negative errno with ret->error set, and no output file. The
- * exception: when only the final fsync of the output's directory fails, the
- * output exists but may not survive a crash; the sources are untouched in
- * every case. */
+ *
+ * First it takes <spool>/merge.lock (flock, non-blocking): -EBUSY when
+ * another merge holds it. Then, when <spool>/merge.intent exists, it
+ * finishes or rolls back the merge that wrote it (ret->recovery says which);
+ * when that cannot be done safely it returns an error and changes nothing.
+ * Then it merges what is in done/ now.
+ *
+ * Returns 0 when the output is written and durable (and, with
+ * delete_sources, the sources are removed), or when there was nothing to
+ * merge (shards == 0, no file and no directory created); otherwise a
+ * negative errno with ret->error set. ret->output_path is set only when the
+ * output exists: then the failure came after publishing (a directory fsync,
+ * or removing a source), and merge.intent is left in place so the next merge
+ * finishes the job. Without output_path, no output was created and every
+ * source is untouched. */
 int merge_run(const struct merge_opts *opts, struct merge_result *ret);
 
 void merge_result_free(struct merge_result *r);
