@@ -15,6 +15,7 @@ struct listener;
 
 struct daemon_stats {
     uint64_t connections_accepted;
+    uint64_t sessions_open;
     uint64_t records_received;
     uint64_t bytes_received;
     uint64_t records_acked;
@@ -25,8 +26,18 @@ struct daemon_stats {
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 };
 
+/* What the command line said; it wins over the file, at start and at every
+ * reload. */
+struct daemon_args {
+    const char *config; /* NULL: the default file, if it exists */
+    const char *spool;
+    const char *socket;
+    const char *fsync;
+};
+
 struct daemon {
     uv_loop_t *loop;
+    struct daemon_args args;
     struct config config;
     struct io *io;
     struct listener *listener;
@@ -43,9 +54,19 @@ struct daemon {
     struct list_node dirty_shards; /* shards with records waiting to be written */
     uint64_t next_session_id;
 
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     uv_timer_t age_timer;
     uv_timer_t sync_timer; /* fsync = interval */
+
+    /* systemd notifications (notify.c) */
+    uv_timer_t status_timer;
+    uv_timer_t watchdog_timer;
+    bool notify_running;
+    uint64_t status_last_ns;
+    uint64_t status_last_records;
+    uint64_t status_last_bytes;
+    uint64_t watchdog_last_completions;
+    char last_error[256];
     bool draining;
     bool stopped;
     int exit_code;

@@ -34,6 +34,7 @@ struct io_faults {
     bool uring_setup;           /* io_uring "unavailable" */
     uint64_t fail_fdatasync_at; /* 1-based; 0: never */
     bool short_writes;          /* submit half of every write */
+    bool stall_writes;          /* never hand anything over: a hung I/O path */
     uint64_t fdatasyncs;
 };
 
@@ -45,6 +46,7 @@ struct io {
     unsigned inflight;
     unsigned max_inflight;
     uint64_t syncs_done;
+    uint64_t completions;
     unsigned handles_open;
     void (*before_submit)(void *);
     void *before_submit_data;
@@ -77,6 +79,8 @@ static void faults_parse(struct io_faults *f)
             f->uring_setup = true;
         else if (strcmp(t, "short_writes") == 0)
             f->short_writes = true;
+        else if (strcmp(t, "stall_writes") == 0)
+            f->stall_writes = true;
         else if (strncmp(t, "fdatasync_eio=", 14) == 0)
             f->fail_fdatasync_at = strtoull(t + 14, NULL, 10);
     }
@@ -97,9 +101,10 @@ static uint32_t write_len(const struct io *io, const struct io_req *req)
     return req->len;
 }
 
-/* Counts a completed sync and lets faults turn it into a failure. */
+/* Counts a completed request and lets faults turn a sync into a failure. */
 static int sync_result(struct io *io, const struct io_req *req, int res)
 {
+    io->completions++;
     if (req->op != IO_FDATASYNC && req->op != IO_FSYNC)
         return res;
     if (res >= 0)
@@ -456,6 +461,12 @@ enum io_backend io_backend_in_use(const struct io *io)
 
 void io_queue(struct io *io, struct io_req *req)
 {
+    if (io->faults.stall_writes) {
+        /* A hung I/O path: every request counts as pending forever and is
+         * never submitted (a linked sync must not overtake its write). */
+        io->inflight++;
+        return;
+    }
     /* Queued work keeps the loop alive until on_prepare has handed it over
      * (the prepare handle is otherwise unreferenced). */
     if (list_empty(&io->queue))
@@ -480,6 +491,11 @@ uint64_t io_pending(const struct io *io)
     for (const struct list_node *p = io->queue.next; p != &io->queue; p = p->next)
         n++;
     return n;
+}
+
+uint64_t io_completions(const struct io *io)
+{
+    return io->completions;
 }
 
 uint64_t io_syncs_done(const struct io *io)

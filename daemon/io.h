@@ -82,6 +82,9 @@ void io_want_submit(struct io *io);
 /* Requests in flight or queued. */
 uint64_t io_pending(const struct io *io);
 
+/* Requests completed so far, successful or not: progress, for the watchdog. */
+uint64_t io_completions(const struct io *io);
+
 /* fdatasync and fsync requests completed so far (for status figures). */
 uint64_t io_syncs_done(const struct io *io);
 

@@ -24,6 +24,7 @@ struct listener {
     uv_pipe_t pipe;
     bool activated;
     char *bound_path; /* the file we created, to remove at stop */
+    char *shown_path; /* the socket's path as the kernel reports it, if any */
     void (*stop_cb)(void *);
     void *stop_data;
 };
@@ -105,6 +106,14 @@ int listener_start(struct daemon *d, struct listener **ret, char *why, size_t wh
             goto fail;
         }
         l->activated = true;
+        {
+            char name[256];
+            size_t len = sizeof(name);
+            /* Log the path systemd bound, not the configured one. */
+            if (uv_pipe_getsockname(&l->pipe, name, &len) == 0 && len > 0) {
+                l->shown_path = strndup(name, len);
+            }
+        }
     } else {
         mode_t old_umask;
 
@@ -161,6 +170,15 @@ int listener_activated(const struct listener *l)
     return l->activated;
 }
 
+const char *listener_path(const struct listener *l)
+{
+    if (l->shown_path)
+        return l->shown_path;
+    if (l->bound_path)
+        return l->bound_path;
+    return l->d->config.socket_path;
+}
+
 static void on_listener_closed(uv_handle_t *h)
 {
     struct listener *l = h->data;
@@ -168,6 +186,7 @@ static void on_listener_closed(uv_handle_t *h)
     if (l->stop_cb)
         l->stop_cb(l->stop_data);
     free(l->bound_path);
+    free(l->shown_path);
     free(l);
 }
 

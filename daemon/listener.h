@@ -16,6 +16,9 @@ int listener_start(struct daemon *d, struct listener **ret, char *why, size_t wh
 /* Whether the socket came from systemd. */
 int listener_activated(const struct listener *l);
 
+/* The path producers connect to, for messages. */
+const char *listener_path(const struct listener *l);
+
 /* Stops accepting and closes the socket; removes the socket file when this
  * daemon created it. cb runs once the handle is closed. */
 void listener_stop(struct listener *l, void (*cb)(void *data), void *data);

@@ -8,6 +8,8 @@
  * files left behind are found by recovery at the next start. */
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include "listener.h"
 #include "log.h"
 #include "logshard-build.h"
+#include "notify.h"
 #include "recovery.h"
 #include "session.h"
 #include "shard.h"
@@ -52,14 +55,7 @@ static void usage(FILE *out)
             LOGSHARD_DEFAULT_CONFIG, CONFIG_DEFAULT_SPOOL, CONFIG_DEFAULT_SOCKET);
 }
 
-struct cmdline {
-    const char *config;
-    const char *spool;
-    const char *socket;
-    const char *fsync;
-};
-
-static int parse_cmdline(int argc, char **argv, struct cmdline *c)
+static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
 {
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
@@ -91,43 +87,54 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
     return 1;
 }
 
-static int load_settings(struct config *cfg, const struct cmdline *c)
+/* Builds the settings from scratch: defaults, the file, the command line.
+ * On failure err says what is wrong, naming the file and line or the
+ * option; cfg is then freed. */
+static int load_settings(struct config *cfg, const struct daemon_args *a, char *err,
+                         size_t err_len)
 {
-    char err[1024];
-    const char *path = c->config ? c->config : LOGSHARD_DEFAULT_CONFIG;
+    const char *path = a->config ? a->config : LOGSHARD_DEFAULT_CONFIG;
+    bool use_file = a->config || access(path, F_OK) == 0;
+    const struct {
+        const char *value, *section, *key, *option;
+    } overrides[] = {
+        { a->spool, "daemon", "spool", "--spool" },
+        { a->socket, "daemon", "socket", "--socket" },
+        { a->fsync, "sync", "fsync", "--fsync" },
+    };
+    char why[768];
     int r;
 
     r = config_init(cfg);
     if (r < 0) {
-        fprintf(stderr, "logshardd: out of memory\n");
+        snprintf(err, err_len, "out of memory");
         return r;
     }
-    if (c->config || access(path, F_OK) == 0) {
-        r = config_load(cfg, path, err, sizeof(err));
+    if (use_file) {
+        r = config_load(cfg, path, err, err_len);
+        if (r < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < sizeof(overrides) / sizeof(overrides[0]); i++) {
+        if (!overrides[i].value)
+            continue;
+        r = config_set(cfg, overrides[i].section, overrides[i].key, overrides[i].value, why,
+                       sizeof(why));
         if (r < 0) {
-            fprintf(stderr, "logshardd: %s\n", err);
-            return r;
+            snprintf(err, err_len, "%s: %s", overrides[i].option, why);
+            goto fail;
         }
     }
-    if (c->spool && (r = config_set(cfg, "daemon", "spool", c->spool, err, sizeof(err))) < 0) {
-        fprintf(stderr, "logshardd: --spool: %s\n", err);
-        return r;
-    }
-    if (c->socket &&
-        (r = config_set(cfg, "daemon", "socket", c->socket, err, sizeof(err))) < 0) {
-        fprintf(stderr, "logshardd: --socket: %s\n", err);
-        return r;
-    }
-    if (c->fsync && (r = config_set(cfg, "sync", "fsync", c->fsync, err, sizeof(err))) < 0) {
-        fprintf(stderr, "logshardd: --fsync: %s\n", err);
-        return r;
-    }
-    r = config_check(cfg, err, sizeof(err));
+    r = config_check(cfg, why, sizeof(why));
     if (r < 0) {
-        fprintf(stderr, "logshardd: %s: %s\n", c->config || access(path, F_OK) == 0 ? path : "settings", err);
-        return r;
+        snprintf(err, err_len, "%s: %s", use_file ? path : "settings", why);
+        goto fail;
     }
     return 0;
+
+fail:
+    config_free(cfg);
+    return r;
 }
 
 /* ---- shutdown ---- */
@@ -156,8 +163,10 @@ void daemon_maybe_finish(struct daemon *d)
     d->io = NULL;
     close_handle((uv_handle_t *)&d->sigterm);
     close_handle((uv_handle_t *)&d->sigint);
+    close_handle((uv_handle_t *)&d->sighup);
     close_handle((uv_handle_t *)&d->age_timer);
     close_handle((uv_handle_t *)&d->sync_timer);
+    notify_stop(d);
     log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards, %" PRIu64
              " syncs this run); exiting",
              d->stats.records_received, d->stats.shards_sealed, d->stats.syncs);
@@ -176,7 +185,7 @@ void daemon_begin_drain(struct daemon *d, const char *why)
     if (d->draining)
         return;
     d->draining = true;
-    (void)sd_notify(0, "STOPPING=1\nSTATUS=Draining: sealing every shard");
+    notify_stopping("Draining: finishing every session and sealing every shard");
     log_info("%s: no new connections; finishing %s sessions and sealing their shards", why,
              list_empty(&d->sessions) ? "no" : "all");
     if (d->listener)
@@ -229,6 +238,98 @@ static void on_sync_timer(uv_timer_t *h)
     shard_sync_due(h->data);
 }
 
+/* The interval syncs run only under fsync = interval. Checking every half
+ * interval for data that waited half an interval keeps every wait under the
+ * full interval. */
+static void arm_sync_timer(struct daemon *d)
+{
+    if (d->config.fsync_policy == FSYNC_INTERVAL) {
+        uint64_t period = d->config.fsync_interval_ms / 2 ? d->config.fsync_interval_ms / 2 : 1;
+        (void)uv_timer_start(&d->sync_timer, on_sync_timer, period, period);
+        uv_unref((uv_handle_t *)&d->sync_timer);
+    } else {
+        (void)uv_timer_stop(&d->sync_timer);
+    }
+}
+
+/* SIGHUP: read the settings again. What can change while running changes
+ * for new connections and new shards (fsync policy and interval, limits,
+ * shard size and age); what cannot (paths, socket mode, I/O backend) keeps
+ * its running value and the log says so. A file with an error changes
+ * nothing. */
+static void reload(struct daemon *d)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+        bool is_path;
+    } fixed[] = {
+        { "[daemon] spool", offsetof(struct config, spool), true },
+        { "[daemon] socket", offsetof(struct config, socket_path), true },
+        { "[daemon] socket_mode", offsetof(struct config, socket_mode), false },
+        { "[daemon] io_backend", offsetof(struct config, io_backend), false },
+    };
+    struct config fresh;
+    char err[1024];
+
+    notify_reloading();
+    if (load_settings(&fresh, &d->args, err, sizeof(err)) < 0) {
+        log_error("reload refused, the running settings stay: %s", err);
+        notify_set_error(d, "reload refused: %s", err);
+        notify_ready(d);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        void *old_p = (char *)&d->config + fixed[i].offset;
+        void *new_p = (char *)&fresh + fixed[i].offset;
+        bool differs = fixed[i].is_path ? strcmp(*(char **)old_p, *(char **)new_p) != 0
+                                        : *(uint64_t *)old_p != *(uint64_t *)new_p;
+
+        if (!differs)
+            continue;
+        log_warning("reload: %s cannot change while running; it keeps its value until the "
+                    "next start",
+                    fixed[i].name);
+        if (fixed[i].is_path) {
+            char *keep = strdup(*(char **)old_p);
+            if (!keep) {
+                log_error("reload refused, the running settings stay: out of memory");
+                config_free(&fresh);
+                notify_ready(d);
+                return;
+            }
+            free(*(char **)new_p);
+            *(char **)new_p = keep;
+        } else {
+            *(uint64_t *)new_p = *(uint64_t *)old_p;
+        }
+    }
+    config_free(&d->config);
+    d->config = fresh;
+    arm_sync_timer(d);
+    d->last_error[0] = '\0';
+    log_info("reloaded the settings: fsync %s for new connections, max_shard_bytes %" PRIu64
+             ", max_shard_age %" PRIu64 " ms",
+             config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
+             d->config.max_shard_bytes, d->config.max_shard_age_ms);
+    notify_ready(d);
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    if (!((struct daemon *)h->data)->draining)
+        reload(h->data);
+}
+
+static void on_recovery_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    /* Each file's scan takes well under this; a big spool keeps asking. */
+    if (total > 0 && done % 16 == 0)
+        notify_extend_timeout(30u * 1000000u);
+}
+
 /* Recovery never logs itself; its lines come here. */
 __attribute__((format(printf, 3, 4))) static void recovery_report(void *ctx, int level,
                                                                   const char *fmt, ...)
@@ -243,7 +344,10 @@ __attribute__((format(printf, 3, 4))) static void recovery_report(void *ctx, int
     log_msg((enum log_level)level, "%s", line);
 }
 
-static const struct recovery_ops recovery_ops = { .report = recovery_report };
+static const struct recovery_ops recovery_ops = {
+    .report = recovery_report,
+    .progress = on_recovery_progress,
+};
 
 static int run(struct daemon *d)
 {
@@ -286,9 +390,12 @@ static int run(struct daemon *d)
 
     (void)uv_signal_init(d->loop, &d->sigterm);
     (void)uv_signal_init(d->loop, &d->sigint);
-    d->sigterm.data = d->sigint.data = d;
+    (void)uv_signal_init(d->loop, &d->sighup);
+    d->sigterm.data = d->sigint.data = d->sighup.data = d;
     (void)uv_signal_start(&d->sigterm, on_signal, SIGTERM);
     (void)uv_signal_start(&d->sigint, on_signal, SIGINT);
+    (void)uv_signal_start(&d->sighup, on_sighup, SIGHUP);
+    uv_unref((uv_handle_t *)&d->sighup);
     (void)uv_timer_init(d->loop, &d->age_timer);
     d->age_timer.data = d;
     (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
@@ -296,21 +403,16 @@ static int run(struct daemon *d)
     uv_unref((uv_handle_t *)&d->age_timer);
     (void)uv_timer_init(d->loop, &d->sync_timer);
     d->sync_timer.data = d;
-    if (d->config.fsync_policy == FSYNC_INTERVAL) {
-        uint64_t period = d->config.fsync_interval_ms / 2 ? d->config.fsync_interval_ms / 2 : 1;
-        (void)uv_timer_start(&d->sync_timer, on_sync_timer, period, period);
-        uv_unref((uv_handle_t *)&d->sync_timer);
-    }
+    arm_sync_timer(d);
 
-    log_info("listening on %s%s, spool %s, fsync %s, %s", d->config.socket_path,
+    log_info("listening on %s%s, spool %s, fsync %s, %s", listener_path(d->listener),
              listener_activated(d->listener) ? " (socket from systemd)" : "", d->config.spool,
              config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
              io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring" : "thread-pool I/O");
-    (void)sd_notifyf(0, "READY=1\nSTATUS=Listening on %s, spool %s, fsync %s, %s",
-                     d->config.socket_path, d->config.spool,
-                     config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
-                     io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring"
-                                                                 : "thread-pool I/O (no io_uring)");
+    r = notify_start(d);
+    if (r < 0)
+        log_warning("cannot read WATCHDOG_USEC: %s; no watchdog pings", strerror(-r));
+    notify_ready(d);
 
     uv_run(d->loop, UV_RUN_DEFAULT);
     return d->exit_code;
@@ -318,8 +420,8 @@ static int run(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-    struct cmdline cmd = { 0 };
     struct daemon d;
+    char err[1024];
     uv_loop_t loop;
     int r;
 
@@ -327,17 +429,17 @@ int main(int argc, char **argv)
     /* Past RLIMIT_FSIZE a write must fail with EFBIG, which the shard
      * reports to its producer, not kill the daemon. */
     (void)signal(SIGXFSZ, SIG_IGN);
-    r = parse_cmdline(argc, argv, &cmd);
+    memset(&d, 0, sizeof(d));
+    r = parse_cmdline(argc, argv, &d.args);
     if (r <= 0)
         return r == 0 ? 0 : EXIT_USAGE;
 
-    memset(&d, 0, sizeof(d));
     d.spool_fd = d.active_fd = d.done_fd = -1;
     list_init(&d.sessions);
     list_init(&d.shards);
     list_init(&d.dirty_shards);
-    if (load_settings(&d.config, &cmd) < 0) {
-        config_free(&d.config);
+    if (load_settings(&d.config, &d.args, err, sizeof(err)) < 0) {
+        log_error("%s", err);
         return EXIT_USAGE;
     }
     r = uv_loop_init(&loop);

@@ -29,6 +29,7 @@
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
+#include "notify.h"
 #include "shard.h"
 #include "wire.h"
 
@@ -75,6 +76,10 @@ struct session {
     struct retired retiring[MAX_RETIRING];
     unsigned n_retiring;
     uint64_t ack_limit; /* records after a failed write are never acknowledged */
+    /* Limits as announced in WELCOME; a reload does not change them under a
+     * client that has built its frames for them. */
+    uint64_t max_frame_bytes;
+    uint64_t max_record_bytes;
 
     /* Output: one write at a time, WELCOME, then ACKs, then the ERROR. */
     uv_write_t wreq;
@@ -323,8 +328,8 @@ static void session_pump(struct session *s)
         struct wire_welcome w = {
             .version = WIRE_PROTOCOL_VERSION,
             .fsync_policy = (uint8_t)s->fsync_policy,
-            .max_record_bytes = (uint32_t)s->d->config.max_record_bytes,
-            .max_frame_bytes = (uint32_t)s->d->config.max_frame_bytes,
+            .max_record_bytes = (uint32_t)s->max_record_bytes,
+            .max_frame_bytes = (uint32_t)s->max_frame_bytes,
         };
         s->welcome_pending = false;
         send_buffer(s, wire_encode_welcome(s->obuf, &w));
@@ -358,6 +363,7 @@ static void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     log_warning("%s: %s; closing the connection", who(s, w, sizeof(w)), msg);
+    notify_set_error(s->d, "%s: %s", who(s, w, sizeof(w)), msg);
     s->d->stats.protocol_errors++;
     s->error_code = code ? code : EPROTO;
     s->error_message = strdup(msg);
@@ -446,14 +452,13 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
         session_fail(s, EPROTO, "APPEND before HELLO");
         return;
     }
-    r = wire_append_validate(payload, len, (uint32_t)d->config.max_record_bytes, &count, &index,
-                             &why);
+    r = wire_append_validate(payload, len, (uint32_t)s->max_record_bytes, &count, &index, &why);
     if (r < 0) {
         if (r == -EMSGSIZE)
             session_fail(s, EMSGSIZE,
                          "record %u of the APPEND frame is %" PRIu32 " bytes, over "
                          "max_record_bytes (%" PRIu64 "); the frame is refused",
-                         index, record_length_at(payload, index), d->config.max_record_bytes);
+                         index, record_length_at(payload, index), s->max_record_bytes);
         else
             session_fail(s, EPROTO, "malformed APPEND frame: %s (record %u); the frame is refused",
                          why, index);
@@ -511,13 +516,13 @@ static void process_rx(struct session *s)
 
     while (s->state == SESSION_OPEN && s->rx_len - pos >= WIRE_HEADER_SIZE) {
         struct wire_header h;
-        int r = wire_decode_header(s->rx + pos, (uint32_t)s->d->config.max_frame_bytes, &h);
+        int r = wire_decode_header(s->rx + pos, (uint32_t)s->max_frame_bytes, &h);
         size_t need;
 
         if (r == -EMSGSIZE) {
             session_fail(s, EMSGSIZE,
                          "frame of %" PRIu32 " bytes is over max_frame_bytes (%" PRIu64 ")",
-                         wire_get_u32(s->rx + pos), s->d->config.max_frame_bytes);
+                         wire_get_u32(s->rx + pos), s->max_frame_bytes);
             break;
         }
         if (r == -EBADMSG) {
@@ -644,6 +649,8 @@ static void on_closed(uv_handle_t *h)
         shard_detach(s->retiring[i].shard);
     s->n_retiring = 0;
     list_del(&s->node);
+    d->stats.sessions_open--;
+    notify_changed(d);
     free(s->rx);
     free(s->error_message);
     free(s);
@@ -667,6 +674,8 @@ int session_accept(struct daemon *d, uv_stream_t *server)
     s->rx_cap = RX_INITIAL;
     s->d = d;
     s->ack_limit = UINT64_MAX;
+    s->max_frame_bytes = d->config.max_frame_bytes;
+    s->max_record_bytes = d->config.max_record_bytes;
     s->id = ++d->next_session_id;
     (void)uv_pipe_init(d->loop, &s->pipe, 0); /* cannot fail */
     s->pipe.data = s;
@@ -683,6 +692,8 @@ int session_accept(struct daemon *d, uv_stream_t *server)
         return r;
     }
     d->stats.connections_accepted++;
+    d->stats.sessions_open++;
+    notify_changed(d);
     start_reading(s);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
+#include "notify.h"
 #include "seal.h"
 #include "shard_format.h"
 
@@ -260,6 +261,7 @@ static void fail_shard(struct shard *s, int err)
     log_error("write to active/%s failed: %s; %" PRIu64 " records in it are safe, the "
               "batch of %" PRIu64 " records is refused",
               s->tmp_name, strerror(-err), s->records_written, s->inflight.records);
+    notify_set_error(d, "write to active/%s failed: %s", s->tmp_name, strerror(-err));
     /* What was not written is dropped here and reported to the producer;
      * only records_written were ever acknowledged. */
     s->records_queued = s->records_written;
@@ -336,6 +338,7 @@ static void on_sync(struct io_req *req, int res)
         log_error("fdatasync of active/%s failed: %s; the %" PRIu64 " records synced before "
                   "stay, nothing after them is trusted",
                   s->tmp_name, strerror(-res), s->records_synced);
+        notify_set_error(d, "fdatasync of active/%s failed: %s", s->tmp_name, strerror(-res));
         if (!s->error) {
             s->error = res;
             s->records_queued = syncs_each_write(s) ? s->records_synced : s->records_written;
