@@ -104,25 +104,51 @@ static void dump_log(const struct harness *h)
     free(text);
 }
 
-void harness_start(struct harness *h, const char *const *extra)
+static void notify_append(struct harness *h, const char *msg, size_t len)
 {
-    const char *argv[32];
-    size_t n = 0;
-    int64_t deadline;
-    bool ready = false;
+    char *n = realloc(h->notify_log, h->notify_len + len + 3);
 
-    bind_notify(h);
-    argv[n++] = harness_logshardd();
-    argv[n++] = "--config";
-    argv[n++] = h->config;
-    argv[n++] = "--spool";
-    argv[n++] = h->spool;
-    argv[n++] = "--socket";
-    argv[n++] = h->sock;
-    for (size_t i = 0; extra && extra[i] && n < 31; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
+    assert_non_null(n);
+    h->notify_log = n;
+    memcpy(h->notify_log + h->notify_len, msg, len);
+    memcpy(h->notify_log + h->notify_len + len, "\n\n", 3);
+    h->notify_len += len + 2;
+}
 
+void harness_notify_drain(struct harness *h)
+{
+    char msg[4096];
+    ssize_t len;
+
+    while ((len = recv(h->notify_fd, msg, sizeof(msg), 0)) > 0)
+        notify_append(h, msg, (size_t)len);
+}
+
+size_t harness_notify_wait(struct harness *h, size_t from, const char *needle, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+
+    for (;;) {
+        struct pollfd p = { .fd = h->notify_fd, .events = POLLIN };
+        int64_t left;
+
+        harness_notify_drain(h);
+        if (h->notify_log && from < h->notify_len) {
+            char *hit = strstr(h->notify_log + from, needle);
+            if (hit) {
+                char *end = strstr(hit, "\n\n");
+                return (size_t)((end ? end + 2 : h->notify_log + h->notify_len) - h->notify_log);
+            }
+        }
+        left = deadline - now_ms();
+        if (left <= 0)
+            return 0;
+        (void)poll(&p, 1, (int)left);
+    }
+}
+
+static void spawn_daemon(struct harness *h, const char *const *argv)
+{
     h->daemon = fork();
     assert_true(h->daemon >= 0);
     if (h->daemon == 0) {
@@ -142,6 +168,34 @@ void harness_start(struct harness *h, const char *const *extra)
     }
     h->daemon_pidfd = (int)syscall(SYS_pidfd_open, h->daemon, 0);
     assert_true(h->daemon_pidfd >= 0);
+}
+
+void harness_spawn(struct harness *h, const char *const *argv)
+{
+    bind_notify(h);
+    spawn_daemon(h, argv);
+}
+
+void harness_start(struct harness *h, const char *const *extra)
+{
+    const char *argv[32];
+    size_t n = 0;
+    int64_t deadline;
+    bool ready = false;
+
+    bind_notify(h);
+    argv[n++] = harness_logshardd();
+    argv[n++] = "--config";
+    argv[n++] = h->config;
+    argv[n++] = "--spool";
+    argv[n++] = h->spool;
+    argv[n++] = "--socket";
+    argv[n++] = h->sock;
+    for (size_t i = 0; extra && extra[i] && n < 31; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+
+    spawn_daemon(h, argv);
 
     deadline = now_ms() + 20000;
     while (!ready) {
@@ -165,6 +219,7 @@ void harness_start(struct harness *h, const char *const *extra)
         }
         while ((len = recv(h->notify_fd, msg, sizeof(msg) - 1, 0)) > 0) {
             msg[len] = '\0';
+            notify_append(h, msg, (size_t)len);
             if (strncmp(msg, "READY=1", 7) == 0 || strstr(msg, "\nREADY=1"))
                 ready = true;
         }
@@ -201,6 +256,20 @@ int harness_stop(struct harness *h, int sig, int timeout_ms)
         (void)wait_pid(h->daemon, h->daemon_pidfd, 5000);
         dump_log(h);
         fail_msg("logshardd did not exit within %d ms of signal %d", timeout_ms, sig);
+    }
+    close(h->daemon_pidfd);
+    h->daemon_pidfd = -1;
+    h->daemon = -1;
+    return status;
+}
+
+int harness_wait_exit(struct harness *h, int timeout_ms)
+{
+    int status = wait_pid(h->daemon, h->daemon_pidfd, timeout_ms);
+
+    if (status == -ETIMEDOUT) {
+        dump_log(h);
+        fail_msg("logshardd did not exit within %d ms", timeout_ms);
     }
     close(h->daemon_pidfd);
     h->daemon_pidfd = -1;
@@ -334,6 +403,7 @@ void harness_cleanup(struct harness *h)
     free(h->config);
     free(h->log);
     free(h->notify_path);
+    free(h->notify_log);
     memset(h, 0, sizeof(*h));
     h->notify_fd = -1;
     h->daemon_pidfd = -1;

@@ -19,6 +19,9 @@ struct harness {
     pid_t daemon;
     int daemon_pidfd;
     uint64_t fsize_limit; /* RLIMIT_FSIZE for the daemon; 0: unchanged */
+    /* Every sd_notify message received, in order, each followed by "\n\n". */
+    char *notify_log;
+    size_t notify_len;
 };
 
 /* Makes a fresh temporary directory with an empty config file. */
@@ -32,9 +35,26 @@ void harness_write_config(struct harness *h, const char *text);
  * up to 20 s for READY=1. Fails the test when it does not come. */
 void harness_start(struct harness *h, const char *const *extra);
 
+/* Like harness_start, but runs argv as given (e.g. the daemon under
+ * systemd-socket-activate) with NOTIFY_SOCKET set, and does not wait for
+ * READY=1. */
+void harness_spawn(struct harness *h, const char *const *argv);
+
+/* Reads every pending notification into h->notify_log. */
+void harness_notify_drain(struct harness *h);
+
+/* Waits up to timeout_ms for a notification containing needle at or after
+ * offset from in h->notify_log. Returns the offset just past the message
+ * that matched, or 0 when none came in time. */
+size_t harness_notify_wait(struct harness *h, size_t from, const char *needle, int timeout_ms);
+
 /* Sends sig to the daemon and waits up to timeout_ms for it to exit.
  * Returns its wait status; fails the test on timeout. */
 int harness_stop(struct harness *h, int sig, int timeout_ms);
+
+/* Waits up to timeout_ms for the daemon to exit on its own; returns its wait
+ * status and fails the test on timeout. */
+int harness_wait_exit(struct harness *h, int timeout_ms);
 
 /* Runs a program to completion (at most timeout_ms), stdout to out_path
  * (or /dev/null when NULL), stderr to err_path (or the test's stderr).
