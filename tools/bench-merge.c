@@ -1,0 +1,249 @@
+/* logshard-bench --mode merge: what logctl merge costs next to a plain copy.
+ *
+ * The same sealed shards are concatenated three ways, each into a new file
+ * in the run's temp directory: `logctl merge --output` (checks every source,
+ * copies with copy_file_range, fsyncs the output and its directory),
+ * `cat` through /bin/sh (no checks, no sync), and a read/write loop here
+ * (128 KiB buffer, like cat's; no sync). The shards were just written, so
+ * all three read them from the page cache; nothing drops caches. Each
+ * output must come out exactly as long as the shards together, or the
+ * figures would compare different work. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "fileutil.h"
+
+#define COPY_BUFFER (128u * 1024u)
+
+struct shard_list {
+    char **names;
+    size_t n;
+    uint64_t bytes;
+};
+
+static void shard_list_free(struct shard_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->names);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_shard_name(const char *name)
+{
+    size_t len = strlen(name);
+    return name[0] != '.' && len > 6 && strcmp(name + len - 6, ".shard") == 0;
+}
+
+static int list_shards(const char *done, struct shard_list *l)
+{
+    DIR *d = opendir(done);
+    struct dirent *de;
+    size_t cap = 0;
+    int r = 0;
+
+    if (!d)
+        return -errno;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+
+        if (!is_shard_name(de->d_name))
+            continue;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = -errno;
+            break;
+        }
+        if (!S_ISREG(st.st_mode))
+            continue;
+        if (l->n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            char **v = realloc(l->names, ncap * sizeof(*v));
+            if (!v) {
+                r = -ENOMEM;
+                break;
+            }
+            l->names = v;
+            cap = ncap;
+        }
+        l->names[l->n] = strdup(de->d_name);
+        if (!l->names[l->n]) {
+            r = -ENOMEM;
+            break;
+        }
+        l->n++;
+        l->bytes += (uint64_t)st.st_size;
+    }
+    (void)closedir(d); /* read-only stream */
+    if (r == 0 && l->n)
+        qsort(l->names, l->n, sizeof(*l->names), cmp_name);
+    return r;
+}
+
+static int file_size(const char *path, uint64_t *ret)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -errno;
+    *ret = (uint64_t)st.st_size;
+    return 0;
+}
+
+static int copy_loop(const char *done, const struct shard_list *l, const char *out_path)
+{
+    _cleanup_free_ char *buf = malloc(COPY_BUFFER);
+    _cleanup_close_ int dfd = open(done, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int out = open(out_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int r = 0;
+
+    if (!buf)
+        return -ENOMEM;
+    if (dfd < 0 || out < 0)
+        return -errno;
+    for (size_t i = 0; i < l->n && r == 0; i++) {
+        _cleanup_close_ int in = openat(dfd, l->names[i], O_RDONLY | O_CLOEXEC);
+
+        if (in < 0)
+            return -errno;
+        for (;;) {
+            ssize_t n = read(in, buf, COPY_BUFFER);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                r = -errno;
+                break;
+            }
+            if (n == 0)
+                break;
+            r = write_all(out, buf, (size_t)n);
+            if (r < 0)
+                break;
+        }
+    }
+    if (r == 0) {
+        /* close() reports a late write error; after a failure the cleanup
+         * closes it. */
+        r = close(out) < 0 ? -errno : 0;
+        out = -1;
+    }
+    return r;
+}
+
+/* Runs argv, timed, and checks that it succeeded and wrote out_path with
+ * the shards' length. */
+static int timed_program(const char *what, const char *const *argv, const char *out_path,
+                         const char *log_out, const char *log_err, uint64_t want_bytes,
+                         uint64_t deadline_ns, double *ret_s, char *why, size_t why_len)
+{
+    uint64_t t0 = now_monotonic_ns(), t1, got = 0;
+    int status, r;
+
+    r = bench_run_program(argv, log_out, log_err, deadline_ns, &status);
+    t1 = now_monotonic_ns();
+    if (r < 0) {
+        snprintf(why, why_len, "%s: %s", what, r == -ETIMEDOUT ? "timed out" : strerror(-r));
+        return r;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        _cleanup_free_ char *err = NULL;
+        char st[96];
+
+        bench_describe_status(status, st, sizeof(st));
+        if (log_err)
+            (void)bench_read_file(log_err, &err, NULL); /* best effort, for the message */
+        snprintf(why, why_len, "%s failed (%s)%s%s", what, st, err && *err ? ": " : "",
+                 err ? err : "");
+        return -EIO;
+    }
+    r = file_size(out_path, &got);
+    if (r < 0 || got != want_bytes) {
+        snprintf(why, why_len, "%s wrote %" PRIu64 " bytes to %s; the shards hold %" PRIu64,
+                 what, got, out_path, want_bytes);
+        return -EIO;
+    }
+    *ret_s = (double)(t1 - t0) / 1e9;
+    return 0;
+}
+
+int bench_merge_time(const char *logctl, const char *spool, const char *workdir,
+                     uint64_t deadline_ns, struct bench_merge_result *ret, char *why,
+                     size_t why_len)
+{
+    _cleanup_free_ char *done = path_join(spool, "done");
+    _cleanup_free_ char *out_logctl = path_join(workdir, "merged-logctl.lsm");
+    _cleanup_free_ char *out_cat = path_join(workdir, "merged-cat");
+    _cleanup_free_ char *out_copy = path_join(workdir, "merged-copy");
+    _cleanup_free_ char *logctl_out = path_join(workdir, "logctl-merge.out");
+    _cleanup_free_ char *logctl_err = path_join(workdir, "logctl-merge.err");
+    _cleanup_free_ char *cat_err = path_join(workdir, "cat.err");
+    struct shard_list l = { 0 };
+    struct bench_merge_result res = { 0 };
+    uint64_t t0, got = 0;
+    int r;
+
+    if (!done || !out_logctl || !out_cat || !out_copy || !logctl_out || !logctl_err ||
+        !cat_err) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    r = list_shards(done, &l);
+    if (r < 0) {
+        snprintf(why, why_len, "cannot list %s: %s", done, strerror(-r));
+        goto out;
+    }
+    if (l.n == 0) {
+        snprintf(why, why_len, "no sealed shards in %s to merge", done);
+        r = -ENOENT;
+        goto out;
+    }
+    res.shards = l.n;
+    res.bytes = l.bytes;
+
+    {
+        const char *argv[] = { logctl, "merge", "--spool", spool, "--output", out_logctl, NULL };
+        r = timed_program("logctl merge", argv, out_logctl, logctl_out, logctl_err, l.bytes,
+                          deadline_ns, &res.logctl_s, why, why_len);
+        if (r < 0)
+            goto out;
+    }
+    {
+        /* The shards are named by the shell, in its (sorted) glob order. */
+        const char *argv[] = { "/bin/sh", "-c", "cat -- \"$1\"/*.shard > \"$2\"", "sh",
+                               done,      out_cat, NULL };
+        r = timed_program("cat", argv, out_cat, NULL, cat_err, l.bytes, deadline_ns, &res.cat_s,
+                          why, why_len);
+        if (r < 0)
+            goto out;
+    }
+    t0 = now_monotonic_ns();
+    r = copy_loop(done, &l, out_copy);
+    res.copy_s = (double)(now_monotonic_ns() - t0) / 1e9;
+    if (r < 0) {
+        snprintf(why, why_len, "copying the shards to %s: %s", out_copy, strerror(-r));
+        goto out;
+    }
+    r = file_size(out_copy, &got);
+    if (r < 0 || got != l.bytes) {
+        snprintf(why, why_len, "the copy loop wrote %" PRIu64 " bytes; the shards hold %" PRIu64,
+                 got, l.bytes);
+        r = -EIO;
+        goto out;
+    }
+    *ret = res;
+    r = 0;
+out:
+    shard_list_free(&l);
+    return r;
+}
