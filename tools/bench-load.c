@@ -127,7 +127,8 @@ static int producer_run(const struct bench_load_params *p, unsigned idx, struct 
                         const struct control *ctl, int ready_fd, int start_fd)
 {
     char name[32];
-    logshard_opts opts = { .socket_path = p->socket, .producer = name };
+    logshard_opts opts = { .socket_path = p->socket, .producer = name,
+                           .buffer_bytes = p->buffer_bytes };
     _cleanup_free_ unsigned char *rec = malloc(p->size);
     logshard *ls = NULL;
     uint64_t appended = 0, n_lat = 0;

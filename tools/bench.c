@@ -51,6 +51,7 @@ struct cmdline {
     uint64_t records;
     size_t size;
     uint64_t flush_every;
+    size_t buffer_bytes;
     const char *policies[N_POLICIES];
     size_t n_policies;
     bool fsync_given;
@@ -78,6 +79,9 @@ static void usage(FILE *out)
             "  --producers P       producer processes (default 4)\n"
             "  --records N         records per producer (default 10000)\n"
             "  --size S            bytes per record; K, M suffixes (default 100)\n"
+            "  --buffer-bytes B    the client library's batch buffer (logshard_opts\n"
+            "                      buffer_bytes; K, M suffixes; default: the library's):\n"
+            "                      a smaller one sends more, smaller APPEND frames\n"
             "  --flush-every K     logshard_flush() after every K records; 0: only at\n"
             "                      the end (default 64)\n"
             "  --fsync POLICY      none, interval, batch, always, a comma-separated list,\n"
@@ -179,7 +183,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
 {
     enum {
         OPT_DAEMON = 256, OPT_SOCKET, OPT_LOGCTL, OPT_PRODUCERS, OPT_RECORDS, OPT_SIZE,
-        OPT_FLUSH_EVERY, OPT_FSYNC, OPT_REPEAT, OPT_SPOOL, OPT_KEEP, OPT_MODE, OPT_TIMEOUT,
+        OPT_FLUSH_EVERY, OPT_BUFFER, OPT_FSYNC, OPT_REPEAT, OPT_SPOOL, OPT_KEEP, OPT_MODE, OPT_TIMEOUT,
         OPT_JSON,
     };
     static const struct option opts[] = {
@@ -190,6 +194,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         { "records", required_argument, NULL, OPT_RECORDS },
         { "size", required_argument, NULL, OPT_SIZE },
         { "flush-every", required_argument, NULL, OPT_FLUSH_EVERY },
+        { "buffer-bytes", required_argument, NULL, OPT_BUFFER },
         { "fsync", required_argument, NULL, OPT_FSYNC },
         { "repeat", required_argument, NULL, OPT_REPEAT },
         { "spool", required_argument, NULL, OPT_SPOOL },
@@ -229,6 +234,10 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         case OPT_FLUSH_EVERY:
             r = parse_number(optarg, false, 0, UINT64_MAX / 2, &v);
             c->flush_every = v;
+            break;
+        case OPT_BUFFER:
+            r = parse_number(optarg, true, 0, 256u << 20, &v);
+            c->buffer_bytes = (size_t)v;
             break;
         case OPT_REPEAT:
             r = parse_number(optarg, false, 1, 1000, &v);
@@ -409,6 +418,7 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
                                .records = c->records,
                                .size = c->size,
                                .flush_every = c->flush_every,
+                               .buffer_bytes = c->buffer_bytes,
                                .deadline_ns = deadline,
                                .close_fds = fds,
                                .n_close_fds = c->socket ? 0 : 2,

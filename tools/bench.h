@@ -137,6 +137,7 @@ struct bench_load_params {
     uint64_t records;      /* per producer */
     size_t size;           /* bytes per record */
     uint64_t flush_every;  /* 0: one flush at the end */
+    size_t buffer_bytes;   /* client batch buffer; 0: the library's default */
     uint64_t deadline_ns;  /* for the whole load */
     const int *close_fds;  /* the bench's descriptors a producer closes, */
     size_t n_close_fds;    /*   since a fork keeps them */
