@@ -73,6 +73,7 @@ struct logshard {
     uint32_t max_record_bytes; /* the daemon's, cut to what fits one frame */
     uint32_t max_frame_bytes;  /* payload bytes, as WELCOME says */
     uint8_t fsync_policy;      /* as WELCOME says */
+    bool nonblock;             /* LOGSHARD_NONBLOCK */
 
     unsigned char *out; /* the frame being built or sent */
     size_t out_cap;
@@ -473,7 +474,7 @@ LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
         return -EINVAL;
     if (!opts)
         opts = &defaults;
-    if (opts->flags != 0)
+    if (opts->flags & ~LOGSHARD_NONBLOCK)
         return -EINVAL;
 
     if (opts->producer) {
@@ -528,6 +529,7 @@ LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
     r = buffer_setup(ls, opts->buffer_bytes);
     if (r < 0)
         goto err;
+    ls->nonblock = (opts->flags & LOGSHARD_NONBLOCK) != 0;
 
     *out = ls;
     return 0;
@@ -554,7 +556,11 @@ LOGSHARD_EXPORT int logshard_append(logshard *ls, const void *rec, size_t len)
         (ls->out_cap - ls->out_used < WIRE_RECORD_PREFIX + len || ls->out_count == UINT32_MAX))
         frame_seal(ls);
     if (ls->out_sealed) {
-        r = io_run(ls, NO_DEADLINE, GOAL_SENT, 0);
+        /* Non-blocking: one attempt to move the frame along, then give the
+         * record back rather than wait. */
+        r = io_run(ls, ls->nonblock ? now_ns() : NO_DEADLINE, GOAL_SENT, 0);
+        if (r == -ETIMEDOUT && ls->nonblock)
+            return -EAGAIN;
         if (r < 0)
             return r;
     }

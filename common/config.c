@@ -6,13 +6,26 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <ini.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum key_kind { KEY_PATH, KEY_SIZE, KEY_DURATION, KEY_MODE, KEY_ENUM };
+enum key_kind {
+    KEY_PATH,
+    KEY_STRING, /* any non-empty text */
+    KEY_SIZE,
+    KEY_DURATION,
+    KEY_DURATION_MS, /* a bare number means milliseconds */
+    KEY_COUNT,
+    KEY_MODE,
+    KEY_ENUM,
+    KEY_UID_LIST,
+    KEY_GID_LIST,
+};
 
 struct key_spec {
     const char *section;
@@ -36,6 +49,7 @@ static const struct key_spec keys[] = {
     { "daemon", "socket_mode", KEY_MODE, offsetof(struct config, socket_mode), 0, 07777, NULL },
     { "daemon", "io_backend", KEY_ENUM, offsetof(struct config, io_backend), 0, 2,
       io_backend_names },
+    { "daemon", "socket_group", KEY_STRING, offsetof(struct config, socket_group), 0, 0, NULL },
     { "sync", "fsync", KEY_ENUM, offsetof(struct config, fsync_policy), 0, 3,
       fsync_policy_names },
     { "sync", "fsync_interval", KEY_DURATION, offsetof(struct config, fsync_interval_ms), 1,
@@ -46,6 +60,20 @@ static const struct key_spec keys[] = {
       4 * KIB, 256 * MIB, NULL },
     { "limits", "session_buffer_bytes", KEY_SIZE,
       offsetof(struct config, session_buffer_bytes), 64 * KIB, 64 * GIB, NULL },
+    { "limits", "max_producers", KEY_COUNT, offsetof(struct config, max_producers), 1, 1000000,
+      NULL },
+    { "limits", "max_producers_per_uid", KEY_COUNT,
+      offsetof(struct config, max_producers_per_uid), 0, 1000000, NULL },
+    { "limits", "memory_limit_bytes", KEY_SIZE, offsetof(struct config, memory_limit_bytes),
+      1 * MIB, 1024 * GIB, NULL },
+    { "limits", "max_open_shards", KEY_COUNT, offsetof(struct config, max_open_shards), 1,
+      1000000, NULL },
+    { "limits", "hello_timeout_ms", KEY_DURATION_MS, offsetof(struct config, hello_timeout_ms),
+      10, 3600ull * 1000, NULL },
+    { "limits", "idle_timeout_ms", KEY_DURATION_MS, offsetof(struct config, idle_timeout_ms), 10,
+      24ull * 3600 * 1000, NULL },
+    { "access", "allowed_uids", KEY_UID_LIST, offsetof(struct config, allowed_uids), 0, 0, NULL },
+    { "access", "allowed_gids", KEY_GID_LIST, offsetof(struct config, allowed_gids), 0, 0, NULL },
     { "shard", "max_shard_bytes", KEY_SIZE, offsetof(struct config, max_shard_bytes),
       4 * KIB, 1024 * GIB, NULL },
     { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
@@ -66,6 +94,12 @@ int config_init(struct config *c)
     c->fsync_policy = FSYNC_BATCH;
     c->fsync_interval_ms = 1000;
     c->io_backend = IO_BACKEND_AUTO;
+    c->max_producers = 1024;
+    c->max_producers_per_uid = 0;
+    c->memory_limit_bytes = 256 * MIB;
+    c->max_open_shards = 4096;
+    c->hello_timeout_ms = 10000;
+    c->idle_timeout_ms = 60000;
     if (!c->spool || !c->socket_path) {
         config_free(c);
         return -ENOMEM;
@@ -77,7 +111,121 @@ void config_free(struct config *c)
 {
     free(c->spool);
     free(c->socket_path);
+    free(c->socket_group);
+    free(c->allowed_uids.ids);
+    free(c->allowed_gids.ids);
+    c->socket_group = NULL;
+    c->allowed_uids = (struct config_id_list){ NULL, 0 };
+    c->allowed_gids = (struct config_id_list){ NULL, 0 };
     c->spool = c->socket_path = NULL;
+}
+
+static int dup_ids(struct config_id_list *dst, const struct config_id_list *src)
+{
+    dst->ids = NULL;
+    dst->n = src->n;
+    if (!src->n)
+        return 0;
+    dst->ids = malloc(src->n * sizeof(uint32_t));
+    if (!dst->ids)
+        return -ENOMEM;
+    memcpy(dst->ids, src->ids, src->n * sizeof(uint32_t));
+    return 0;
+}
+
+int config_copy(struct config *dst, const struct config *src)
+{
+    *dst = *src;
+    dst->spool = strdup(src->spool);
+    dst->socket_path = strdup(src->socket_path);
+    dst->socket_group = src->socket_group ? strdup(src->socket_group) : NULL;
+    dst->allowed_uids = (struct config_id_list){ NULL, 0 };
+    dst->allowed_gids = (struct config_id_list){ NULL, 0 };
+    if (!dst->spool || !dst->socket_path || (src->socket_group && !dst->socket_group) ||
+        dup_ids(&dst->allowed_uids, &src->allowed_uids) < 0 ||
+        dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0) {
+        config_free(dst);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int config_id_list_contains(const struct config_id_list *l, uint32_t id)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* "0, 1000 www-data": numbers or names, separated by commas and blanks.
+ * Names are looked up now, so a typo is an error at load time, not a
+ * producer refused later. */
+static int parse_id_list(const char *value, bool groups, struct config_id_list *ret, char *why,
+                         size_t why_len, const char *key)
+{
+    struct config_id_list l = { NULL, 0 };
+    char *copy = strdup(value), *save = NULL;
+
+    if (!copy) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        uint64_t v;
+        uint32_t *n;
+
+        if (parse_uint(t, 10, &v) == 0) {
+            if (v > UINT32_MAX - 1) {
+                snprintf(why, why_len, "%s: %s is not a valid id", key, t);
+                goto invalid;
+            }
+        } else {
+            char buf[4096];
+            int r;
+
+            if (groups) {
+                struct group gr, *res = NULL;
+                r = getgrnam_r(t, &gr, buf, sizeof(buf), &res);
+                if (r == 0 && res)
+                    v = gr.gr_gid;
+                else
+                    res = NULL;
+                if (!res) {
+                    snprintf(why, why_len, "%s: no group named '%s'", key, t);
+                    goto invalid;
+                }
+            } else {
+                struct passwd pw, *res = NULL;
+                r = getpwnam_r(t, &pw, buf, sizeof(buf), &res);
+                if (r == 0 && res)
+                    v = pw.pw_uid;
+                else
+                    res = NULL;
+                if (!res) {
+                    snprintf(why, why_len, "%s: no user named '%s'", key, t);
+                    goto invalid;
+                }
+            }
+        }
+        n = realloc(l.ids, (l.n + 1) * sizeof(uint32_t));
+        if (!n) {
+            snprintf(why, why_len, "out of memory");
+            free(l.ids);
+            free(copy);
+            return -ENOMEM;
+        }
+        l.ids = n;
+        l.ids[l.n++] = (uint32_t)v;
+    }
+    free(copy);
+    *ret = l;
+    return 0;
+
+invalid:
+    free(l.ids);
+    free(copy);
+    return -EINVAL;
 }
 
 int parse_uint(const char *text, int base, uint64_t *ret)
@@ -209,6 +357,54 @@ int config_set(struct config *c, const char *section, const char *key, const cha
         *slot = copy;
         return 0;
     }
+    case KEY_STRING: {
+        char **slot = (char **)((char *)c + k->offset);
+        char *copy;
+
+        if (!*value) {
+            snprintf(why, why_len, "%s: empty value", key);
+            return -EINVAL;
+        }
+        copy = strdup(value);
+        if (!copy) {
+            snprintf(why, why_len, "out of memory");
+            return -ENOMEM;
+        }
+        free(*slot);
+        *slot = copy;
+        return 0;
+    }
+    case KEY_UID_LIST:
+    case KEY_GID_LIST: {
+        struct config_id_list *slot = (struct config_id_list *)((char *)c + k->offset);
+        struct config_id_list l;
+
+        r = parse_id_list(value, k->kind == KEY_GID_LIST, &l, why, why_len, key);
+        if (r < 0)
+            return r;
+        free(slot->ids);
+        *slot = l;
+        return 0;
+    }
+    case KEY_COUNT:
+        r = parse_uint(value, 10, &v);
+        if (r < 0 || !isdigit((unsigned char)*value)) {
+            snprintf(why, why_len, "%s: '%s' is not a whole number", key, value);
+            return r < 0 ? r : -EINVAL;
+        }
+        break;
+    case KEY_DURATION_MS:
+        r = parse_uint(value, 10, &v);
+        if (r < 0 || !isdigit((unsigned char)*value))
+            r = parse_duration_ms(value, &v);
+        if (r < 0) {
+            snprintf(why, why_len,
+                     "%s: '%s' is not a duration (milliseconds, or a number with ms, s, m, "
+                     "h or d)",
+                     key, value);
+            return r;
+        }
+        break;
     case KEY_SIZE:
         r = parse_size(value, &v);
         if (r < 0) {
@@ -256,7 +452,9 @@ int config_set(struct config *c, const char *section, const char *key, const cha
     if (v < k->min || v > k->max) {
         snprintf(why, why_len, "%s: %s is out of range (%llu to %llu%s)", key, value,
                  (unsigned long long)k->min, (unsigned long long)k->max,
-                 k->kind == KEY_DURATION ? " ms" : k->kind == KEY_SIZE ? " bytes" : "");
+                 k->kind == KEY_DURATION || k->kind == KEY_DURATION_MS ? " ms"
+                 : k->kind == KEY_SIZE                                ? " bytes"
+                                                                      : "");
         return -ERANGE;
     }
     *(uint64_t *)((char *)c + k->offset) = v;
@@ -359,11 +557,7 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
     int line, read_errno = EIO;
 
     /* Parse into a copy so a bad file leaves the running settings alone. */
-    work = *c;
-    work.spool = strdup(c->spool);
-    work.socket_path = strdup(c->socket_path);
-    if (!work.spool || !work.socket_path) {
-        config_free(&work);
+    if (config_copy(&work, c) < 0) {
         snprintf(err, err_len, "%s: out of memory", path);
         return -ENOMEM;
     }
@@ -414,6 +608,13 @@ int config_check(const struct config *c, char *err, size_t err_len)
                  "session_buffer_bytes (%llu) must be at least max_frame_bytes (%llu)",
                  (unsigned long long)c->session_buffer_bytes,
                  (unsigned long long)c->max_frame_bytes);
+        return -EINVAL;
+    }
+    if (c->memory_limit_bytes < c->session_buffer_bytes) {
+        snprintf(err, err_len,
+                 "memory_limit_bytes (%llu) must be at least session_buffer_bytes (%llu)",
+                 (unsigned long long)c->memory_limit_bytes,
+                 (unsigned long long)c->session_buffer_bytes);
         return -EINVAL;
     }
     return 0;

@@ -35,7 +35,25 @@ struct config {
     uint64_t fsync_policy;      /* enum fsync_policy */
     uint64_t fsync_interval_ms;
     uint64_t io_backend;        /* enum io_backend */
+
+    char *socket_group;          /* group of the bound socket; NULL: unchanged */
+    uint64_t max_producers;      /* connections at once */
+    uint64_t max_producers_per_uid; /* 0: no limit */
+    uint64_t memory_limit_bytes; /* what all sessions may hold unwritten */
+    uint64_t max_open_shards;
+    uint64_t hello_timeout_ms;   /* from accept to HELLO */
+    uint64_t idle_timeout_ms;    /* how long a frame may stay half received */
+
+    /* Who may produce: a peer is accepted when its uid is in allowed_uids
+     * or its gid in allowed_gids; with both lists empty, everyone is. */
+    struct config_id_list {
+        uint32_t *ids;
+        size_t n;
+    } allowed_uids, allowed_gids;
 };
+
+/* Whether id is in the list. */
+int config_id_list_contains(const struct config_id_list *l, uint32_t id);
 
 /* Names of enum values as the file spells them ("batch"), for messages. */
 const char *config_fsync_policy_name(enum fsync_policy p);
@@ -46,6 +64,10 @@ int config_init(struct config *c);
 
 /* Frees what c owns; c may be half-built. */
 void config_free(struct config *c);
+
+/* Makes dst a deep copy of src. Returns 0 or -ENOMEM (dst is then empty
+ * and needs no freeing). */
+int config_copy(struct config *dst, const struct config *src);
 
 /* Sets section.key from its text value, as the file and the command line do.
  * Returns 0, -ENOENT for an unknown section or key, -EINVAL or -ERANGE for a

@@ -22,6 +22,8 @@ struct daemon_stats {
     uint64_t shards_opened;
     uint64_t shards_sealed;
     uint64_t protocol_errors;
+    uint64_t refused_access;  /* peers not in allowed_uids/allowed_gids */
+    uint64_t refused_limit;   /* peers over max_producers(_per_uid) */
     uint64_t io_errors;
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 };
@@ -50,6 +52,11 @@ struct daemon {
     uint64_t last_shard_id;
 
     struct list_node sessions;     /* struct session.node */
+    struct list_node paused_sessions; /* sessions not reading: over a budget */
+    uint64_t memory_bytes;         /* receive and batch buffers, all sessions */
+    uint64_t open_shards;
+    unsigned char *rx_scratch;     /* where reads land; see session.c */
+    bool rx_scratch_busy;
     struct list_node shards;       /* every shard not yet sealed */
     struct list_node dirty_shards; /* shards with records waiting to be written */
     uint64_t next_session_id;

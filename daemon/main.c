@@ -209,15 +209,20 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static void on_age_timer(uv_timer_t *h)
 {
-    session_roll_aged(h->data);
+    session_sweep(h->data);
 }
 
-/* Checks shard ages often enough that a shard is sealed within a second (or
- * a quarter of the limit) of reaching max_shard_age. */
+/* Checks often enough that a shard is sealed, and a stalled client dropped,
+ * within a second (or a quarter of the limit) of its limit. */
 static uint64_t age_check_interval_ms(const struct config *c)
 {
-    uint64_t ms = c->max_shard_age_ms / 4;
-    return ms < 1000 ? (ms ? ms : 1) : 1000;
+    uint64_t ms = 1000;
+    uint64_t limits[] = { c->max_shard_age_ms, c->hello_timeout_ms, c->idle_timeout_ms };
+
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+        if (limits[i] / 4 < ms)
+            ms = limits[i] / 4 ? limits[i] / 4 : 1;
+    return ms;
 }
 
 /* LOGSHARD_IO_BACKEND in the environment overrides the config file, so a
@@ -268,6 +273,7 @@ static void reload(struct daemon *d)
         { "[daemon] socket", offsetof(struct config, socket_path), true },
         { "[daemon] socket_mode", offsetof(struct config, socket_mode), false },
         { "[daemon] io_backend", offsetof(struct config, io_backend), false },
+        { "[daemon] socket_group", offsetof(struct config, socket_group), true },
     };
     struct config fresh;
     char err[1024];
@@ -282,8 +288,11 @@ static void reload(struct daemon *d)
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
         void *old_p = (char *)&d->config + fixed[i].offset;
         void *new_p = (char *)&fresh + fixed[i].offset;
-        bool differs = fixed[i].is_path ? strcmp(*(char **)old_p, *(char **)new_p) != 0
-                                        : *(uint64_t *)old_p != *(uint64_t *)new_p;
+        const char *old_s = fixed[i].is_path ? *(char **)old_p : NULL;
+        const char *new_s = fixed[i].is_path ? *(char **)new_p : NULL;
+        bool differs = fixed[i].is_path
+                           ? (!old_s != !new_s) || (old_s && strcmp(old_s, new_s) != 0)
+                           : *(uint64_t *)old_p != *(uint64_t *)new_p;
 
         if (!differs)
             continue;
@@ -291,8 +300,8 @@ static void reload(struct daemon *d)
                     "next start",
                     fixed[i].name);
         if (fixed[i].is_path) {
-            char *keep = strdup(*(char **)old_p);
-            if (!keep) {
+            char *keep = old_s ? strdup(old_s) : NULL;
+            if (old_s && !keep) {
                 log_error("reload refused, the running settings stay: out of memory");
                 config_free(&fresh);
                 notify_ready(d);
@@ -307,6 +316,8 @@ static void reload(struct daemon *d)
     config_free(&d->config);
     d->config = fresh;
     arm_sync_timer(d);
+    (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
+                         age_check_interval_ms(&d->config));
     d->last_error[0] = '\0';
     log_info("reloaded the settings: fsync %s for new connections, max_shard_bytes %" PRIu64
              ", max_shard_age %" PRIu64 " ms",
@@ -436,6 +447,7 @@ int main(int argc, char **argv)
 
     d.spool_fd = d.active_fd = d.done_fd = -1;
     list_init(&d.sessions);
+    list_init(&d.paused_sessions);
     list_init(&d.shards);
     list_init(&d.dirty_shards);
     if (load_settings(&d.config, &d.args, err, sizeof(err)) < 0) {
@@ -449,6 +461,12 @@ int main(int argc, char **argv)
         return 1;
     }
     d.loop = &loop;
+    d.rx_scratch = malloc(64u * 1024u);
+    if (!d.rx_scratch) {
+        log_error("out of memory");
+        config_free(&d.config);
+        return 1;
+    }
 
     r = run(&d);
 
@@ -458,5 +476,6 @@ int main(int argc, char **argv)
     (void)uv_loop_close(&loop);
     spool_close(&d);
     config_free(&d.config);
+    free(d.rx_scratch);
     return r;
 }

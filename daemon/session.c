@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "daemon.h"
@@ -33,8 +34,8 @@
 #include "shard.h"
 #include "wire.h"
 
-#define RX_INITIAL (64u * 1024u)
-#define RX_READ_CHUNK (64u * 1024u)
+#define RX_SCRATCH (64u * 1024u)
+#define RX_MIN_OWN (4u * 1024u)
 #define MAX_RETIRING 8u
 
 enum session_state {
@@ -63,10 +64,18 @@ struct session {
     char producer[WIRE_PRODUCER_NAME_MAX + 1];
     size_t producer_len;
 
+    /* Bytes of an incomplete frame (or of frames held back by the always
+     * gate) between reads. NULL while there are none: an idle producer
+     * holds no receive buffer; reads land in the daemon's shared one. */
     unsigned char *rx;
     size_t rx_len, rx_cap;
+    bool rx_in_scratch; /* the read in progress uses d->rx_scratch */
     bool reading;
-    bool paused; /* reading stopped for backpressure */
+    bool paused;        /* reading stopped: over its own or the daemon's budget */
+    struct list_node paused_node; /* d->paused_sessions while paused */
+    bool admitted;      /* counted in sessions_open */
+    uint64_t accepted_ns;
+    uint64_t last_rx_ns;
 
     uint64_t received;
     uint64_t ack_sent;
@@ -92,6 +101,7 @@ struct session {
 };
 
 static void session_pump(struct session *s);
+static void resume_paused(struct daemon *d);
 static void start_reading(struct session *s);
 static bool gate_closed(const struct session *s);
 static void process_rx(struct session *s);
@@ -300,6 +310,27 @@ static void session_close(struct session *s)
 
 /* Moves the session forward: sends what is due and closes once a draining or
  * failing session has nothing left to say. */
+void session_resume_paused(struct daemon *d)
+{
+    resume_paused(d);
+}
+
+/* When the daemon's memory falls back under the limit, sessions paused for
+ * it resume in the order they were paused (each reads once before anyone
+ * reads twice). */
+static void resume_paused(struct daemon *d)
+{
+    struct list_node *n, *tmp;
+
+    if (d->memory_bytes > d->config.memory_limit_bytes / 4 * 3)
+        return;
+    list_for_each_safe(n, tmp, &d->paused_sessions) {
+        struct session *p = list_entry(n, struct session, paused_node);
+        if (unwritten_bytes(p) <= d->config.session_buffer_bytes / 2)
+            session_pump(p);
+    }
+}
+
 static void session_pump(struct session *s)
 {
     uint64_t acked;
@@ -316,8 +347,10 @@ static void session_pump(struct session *s)
             start_reading(s);
     }
     if (s->paused && s->state == SESSION_OPEN &&
-        unwritten_bytes(s) <= s->d->config.session_buffer_bytes / 2) {
+        unwritten_bytes(s) <= s->d->config.session_buffer_bytes / 2 &&
+        s->d->memory_bytes <= s->d->config.memory_limit_bytes / 4 * 3) {
         s->paused = false;
+        list_del(&s->paused_node);
         if (!s->gated && !s->reading)
             start_reading(s);
     }
@@ -469,6 +502,11 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
     wire_append_iter_init(&it, payload, len);
     while (wire_append_iter_next(&it, &rec, &rlen)) {
         r = ensure_shard(s);
+        if (r == -EMFILE && d->open_shards >= d->config.max_open_shards) {
+            session_fail(s, EMFILE, "max_open_shards (%" PRIu64 ") reached; no shard for it",
+                         d->config.max_open_shards);
+            return;
+        }
         if (r < 0) {
             session_fail(s, (uint32_t)-r, "cannot create a shard in %s/active: %s",
                          d->config.spool, strerror(-r));
@@ -509,24 +547,29 @@ static bool gate_closed(const struct session *s)
     return s->fsync_policy == FSYNC_ALWAYS && !all_settled(s);
 }
 
-/* Decodes every complete frame in the receive buffer. */
-static void process_rx(struct session *s)
+/* Decodes every complete frame of buf[0..len) and returns how many bytes
+ * were consumed; the rest (an incomplete frame, or frames the always gate
+ * holds back) is for the caller to keep. Sets *ret_need to the size of the
+ * incomplete frame when its header is known (0 otherwise). */
+static size_t decode_frames(struct session *s, const unsigned char *buf, size_t len,
+                            size_t *ret_need)
 {
     size_t pos = 0;
 
-    while (s->state == SESSION_OPEN && s->rx_len - pos >= WIRE_HEADER_SIZE) {
+    *ret_need = 0;
+    while (s->state == SESSION_OPEN && len - pos >= WIRE_HEADER_SIZE) {
         struct wire_header h;
-        int r = wire_decode_header(s->rx + pos, (uint32_t)s->max_frame_bytes, &h);
+        int r = wire_decode_header(buf + pos, (uint32_t)s->max_frame_bytes, &h);
         size_t need;
 
         if (r == -EMSGSIZE) {
             session_fail(s, EMSGSIZE,
                          "frame of %" PRIu32 " bytes is over max_frame_bytes (%" PRIu64 ")",
-                         wire_get_u32(s->rx + pos), s->max_frame_bytes);
+                         wire_get_u32(buf + pos), s->max_frame_bytes);
             break;
         }
         if (r == -EBADMSG) {
-            session_fail(s, EBADMSG, "unknown frame type %u", s->rx[pos + 4]);
+            session_fail(s, EBADMSG, "unknown frame type %u", buf[pos + 4]);
             break;
         }
         if (r < 0) {
@@ -540,59 +583,133 @@ static void process_rx(struct session *s)
             s->gated = true;
             break;
         }
-        if (s->rx_len - pos < need) {
-            /* Incomplete: make room for the whole frame, now that its length
-             * is known to be within the limit. */
-            if (need > s->rx_cap) {
-                unsigned char *nb;
-                memmove(s->rx, s->rx + pos, s->rx_len - pos);
-                s->rx_len -= pos;
-                pos = 0;
-                nb = realloc(s->rx, need);
-                if (!nb) {
-                    session_fail(s, ENOMEM, "out of memory for a frame of %zu bytes", need);
-                    break;
-                }
-                s->rx = nb;
-                s->rx_cap = need;
-            }
+        if (len - pos < need) {
+            /* The length is within the limit: safe to make room for it. */
+            *ret_need = need;
             break;
         }
-        handle_frame(s, h.type, s->rx + pos + WIRE_HEADER_SIZE, h.length);
+        handle_frame(s, h.type, buf + pos + WIRE_HEADER_SIZE, h.length);
         pos += need;
     }
-    if (pos > 0) {
-        memmove(s->rx, s->rx + pos, s->rx_len - pos);
-        s->rx_len -= pos;
+    return pos;
+}
+
+static void mem_adjust(struct daemon *d, size_t add, size_t sub)
+{
+    d->memory_bytes += add;
+    d->memory_bytes -= sub;
+}
+
+static void rx_release(struct session *s)
+{
+    mem_adjust(s->d, 0, s->rx_cap);
+    free(s->rx);
+    s->rx = NULL;
+    s->rx_len = s->rx_cap = 0;
+}
+
+/* Makes the session's own buffer hold at least cap bytes. */
+static int rx_reserve(struct session *s, size_t cap)
+{
+    unsigned char *nb;
+
+    if (cap <= s->rx_cap)
+        return 0;
+    if (cap < RX_MIN_OWN)
+        cap = RX_MIN_OWN;
+    nb = realloc(s->rx, cap);
+    if (!nb)
+        return -ENOMEM;
+    mem_adjust(s->d, cap, s->rx_cap);
+    s->rx = nb;
+    s->rx_cap = cap;
+    return 0;
+}
+
+/* Decodes what the session's own buffer holds and keeps only the rest. */
+static void process_rx(struct session *s)
+{
+    size_t need, used;
+
+    if (!s->rx_len)
+        return;
+    used = decode_frames(s, s->rx, s->rx_len, &need);
+    if (used > 0) {
+        memmove(s->rx, s->rx + used, s->rx_len - used);
+        s->rx_len -= used;
     }
+    if (s->rx_len == 0)
+        rx_release(s);
+    else if (need > s->rx_cap && rx_reserve(s, need) < 0)
+        session_fail(s, ENOMEM, "out of memory for a frame of %zu bytes", need);
+}
+
+/* Keeps the undecoded tail of a read that landed in the shared buffer. */
+static void keep_tail(struct session *s, const unsigned char *tail, size_t len, size_t need)
+{
+    if (rx_reserve(s, need > len ? need : len) < 0) {
+        session_fail(s, ENOMEM, "out of memory for a frame of %zu bytes", need);
+        return;
+    }
+    memcpy(s->rx, tail, len);
+    s->rx_len = len;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct session *s = h->data;
+    struct daemon *d = s->d;
 
     (void)suggested;
-    if (s->rx_cap - s->rx_len < RX_READ_CHUNK / 4) {
-        size_t cap = s->rx_cap * 2;
-        unsigned char *nb = realloc(s->rx, cap);
-        if (nb) {
-            s->rx = nb;
-            s->rx_cap = cap;
-        }
+    /* Nothing pending: read into the shared buffer, decode from there, and
+     * keep only a tail. Most reads of most producers end on a frame
+     * boundary, so an idle producer costs no buffer at all. */
+    if (s->rx_len == 0 && !d->rx_scratch_busy) {
+        d->rx_scratch_busy = true;
+        s->rx_in_scratch = true;
+        *buf = uv_buf_init((char *)d->rx_scratch, RX_SCRATCH);
+        return;
+    }
+    if (s->rx_cap - s->rx_len < RX_MIN_OWN &&
+        rx_reserve(s, s->rx_len + RX_SCRATCH) < 0) {
+        *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+        return;
     }
     *buf = uv_buf_init((char *)s->rx + s->rx_len, (unsigned)(s->rx_cap - s->rx_len));
+}
+
+static bool over_budget(const struct session *s)
+{
+    return unwritten_bytes(s) > s->d->config.session_buffer_bytes ||
+           s->d->memory_bytes > s->d->config.memory_limit_bytes;
+}
+
+static void pause_reading(struct session *s)
+{
+    (void)uv_read_stop((uv_stream_t *)&s->pipe);
+    s->reading = false;
+    if (!s->gated) {
+        s->paused = true;
+        if (!list_linked(&s->paused_node))
+            list_add_tail(&s->d->paused_sessions, &s->paused_node);
+    }
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct session *s = stream->data;
+    bool scratch = s->rx_in_scratch;
     char w[160];
 
-    (void)buf;
+    s->rx_in_scratch = false;
+    if (scratch)
+        s->d->rx_scratch_busy = false; /* decoded below before anyone else reads */
     if (nread == 0)
         return;
     if (nread < 0) {
-        if (s->rx_len > 0) {
+        if (nread == UV_ENOBUFS) {
+            session_fail(s, ENOMEM, "out of memory for its receive buffer");
+        } else if (s->rx_len > 0) {
             uint32_t declared = s->rx_len >= 4 ? wire_get_u32(s->rx) : 0;
             session_fail(s, EPROTO,
                          "connection closed inside a frame (%zu of %s%" PRIu32
@@ -613,14 +730,17 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    s->rx_len += (size_t)nread;
-    process_rx(s);
-    if (s->state == SESSION_OPEN && s->reading &&
-        (s->gated || unwritten_bytes(s) > s->d->config.session_buffer_bytes)) {
-        (void)uv_read_stop(stream);
-        s->reading = false;
-        s->paused = !s->gated;
+    s->last_rx_ns = now_monotonic_ns();
+    if (scratch) {
+        size_t need, used = decode_frames(s, (const unsigned char *)buf->base, (size_t)nread, &need);
+        if (used < (size_t)nread && s->state == SESSION_OPEN)
+            keep_tail(s, (const unsigned char *)buf->base + used, (size_t)nread - used, need);
+    } else {
+        s->rx_len += (size_t)nread;
+        process_rx(s);
     }
+    if (s->state == SESSION_OPEN && s->reading && (s->gated || over_budget(s)))
+        pause_reading(s);
     session_pump(s);
 }
 
@@ -649,52 +769,100 @@ static void on_closed(uv_handle_t *h)
         shard_detach(s->retiring[i].shard);
     s->n_retiring = 0;
     list_del(&s->node);
-    d->stats.sessions_open--;
-    notify_changed(d);
+    if (list_linked(&s->paused_node))
+        list_del(&s->paused_node);
+    if (s->admitted) {
+        d->stats.sessions_open--;
+        notify_changed(d);
+    }
+    mem_adjust(d, 0, s->rx_cap);
     free(s->rx);
     free(s->error_message);
     free(s);
     daemon_maybe_finish(d);
 }
 
-int session_accept(struct daemon *d, uv_stream_t *server)
+static size_t sessions_of_uid(const struct daemon *d, uint32_t uid)
+{
+    size_t n = 0;
+
+    for (const struct list_node *p = d->sessions.next; p != &d->sessions; p = p->next) {
+        const struct session *o = list_entry(p, struct session, node);
+        n += o->admitted && o->cred.uid == uid;
+    }
+    return n;
+}
+
+/* The access lists and the connection limits, checked before the producer
+ * says anything. A refused peer gets an ERROR naming the rule and its
+ * value, and is closed. */
+static void admit(struct session *s)
+{
+    struct daemon *d = s->d;
+    const struct config *c = &d->config;
+
+    if ((c->allowed_uids.n || c->allowed_gids.n) &&
+        !config_id_list_contains(&c->allowed_uids, s->cred.uid) &&
+        !config_id_list_contains(&c->allowed_gids, s->cred.gid)) {
+        d->stats.refused_access++;
+        session_fail(s, EACCES,
+                     "uid %u, gid %u may not produce here (not in allowed_uids or "
+                     "allowed_gids)",
+                     (unsigned)s->cred.uid, (unsigned)s->cred.gid);
+        return;
+    }
+    if (d->stats.sessions_open >= c->max_producers) {
+        d->stats.refused_limit++;
+        session_fail(s, EUSERS, "max_producers (%" PRIu64 ") reached", c->max_producers);
+        return;
+    }
+    if (c->max_producers_per_uid && sessions_of_uid(d, s->cred.uid) >= c->max_producers_per_uid) {
+        d->stats.refused_limit++;
+        session_fail(s, EUSERS, "max_producers_per_uid (%" PRIu64 ") reached for uid %u",
+                     c->max_producers_per_uid, (unsigned)s->cred.uid);
+        return;
+    }
+    s->admitted = true;
+    d->stats.sessions_open++;
+    notify_changed(d);
+}
+
+int session_accept(struct daemon *d, int fd)
 {
     struct session *s = calloc(1, sizeof(*s));
     socklen_t sl = sizeof(s->cred);
-    uv_os_fd_t fd;
     int r;
 
-    if (!s)
-        return -ENOMEM;
-    s->rx = malloc(RX_INITIAL);
-    if (!s->rx) {
-        free(s);
+    if (!s) {
+        (void)close(fd); /* cannot serve it at all */
         return -ENOMEM;
     }
-    s->rx_cap = RX_INITIAL;
     s->d = d;
     s->ack_limit = UINT64_MAX;
     s->max_frame_bytes = d->config.max_frame_bytes;
     s->max_record_bytes = d->config.max_record_bytes;
     s->id = ++d->next_session_id;
+    s->accepted_ns = s->last_rx_ns = now_monotonic_ns();
+    list_init(&s->paused_node);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &sl) < 0) {
+        r = -errno;
+        (void)close(fd); /* no credentials, no service */
+        free(s);
+        return r;
+    }
     (void)uv_pipe_init(d->loop, &s->pipe, 0); /* cannot fail */
     s->pipe.data = s;
     list_add_tail(&d->sessions, &s->node);
-    r = uv_accept(server, (uv_stream_t *)&s->pipe);
+    r = uv_pipe_open(&s->pipe, fd);
     if (r < 0) {
-        session_close(s);
-        return r;
-    }
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &sl) < 0) {
-        r = -errno;
+        (void)close(fd);
         session_close(s);
         return r;
     }
     d->stats.connections_accepted++;
-    d->stats.sessions_open++;
-    notify_changed(d);
     start_reading(s);
+    if (s->state == SESSION_OPEN)
+        admit(s);
     return 0;
 }
 
@@ -711,16 +879,32 @@ static void session_drain(struct session *s)
     session_pump(s);
 }
 
-void session_roll_aged(struct daemon *d)
+void session_sweep(struct daemon *d)
 {
+    const struct config *c = &d->config;
     uint64_t now = now_monotonic_ns();
-    uint64_t max_age_ns = d->config.max_shard_age_ms * 1000000ull;
+    uint64_t max_age_ns = c->max_shard_age_ms * 1000000ull;
     struct list_node *n, *tmp;
 
     list_for_each_safe(n, tmp, &d->sessions) {
         struct session *s = list_entry(n, struct session, node);
 
-        if (s->state == SESSION_OPEN && s->current && s->current->records_queued > 0 &&
+        if (s->state != SESSION_OPEN)
+            continue;
+        if (!s->hello_done && now - s->accepted_ns >= c->hello_timeout_ms * 1000000ull) {
+            session_fail(s, ETIMEDOUT, "no HELLO within hello_timeout_ms (%" PRIu64 ")",
+                         c->hello_timeout_ms);
+            continue;
+        }
+        if (s->rx_len > 0 && !s->gated && s->reading &&
+            now - s->last_rx_ns >= c->idle_timeout_ms * 1000000ull) {
+            session_fail(s, ETIMEDOUT,
+                         "a frame stayed incomplete (%zu bytes received) longer than "
+                         "idle_timeout_ms (%" PRIu64 "); its complete records are kept",
+                         s->rx_len, c->idle_timeout_ms);
+            continue;
+        }
+        if (s->current && s->current->records_queued > 0 &&
             now - s->current->created_mono_ns >= max_age_ns && can_retire(s)) {
             retire_current(s);
             session_pump(s);

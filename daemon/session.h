@@ -6,14 +6,22 @@
 
 struct daemon;
 
-/* Accepts one pending connection from server into a new session.
- * Returns 0 or a negative errno (the connection is then dropped). */
-int session_accept(struct daemon *d, uv_stream_t *server);
+/* Starts a session on an accepted connection (fd, non-blocking, owned by
+ * the session from here on). A peer that a limit or the access lists refuse
+ * gets an ERROR frame naming the limit and is closed. Returns 0 or a
+ * negative errno (fd is then closed). */
+int session_accept(struct daemon *d, int fd);
 
 /* Stops reading new frames on every session; each finishes what it
  * accepted, sends its last ACK, closes and seals its shards. */
 void session_drain_all(struct daemon *d);
 
-/* Retires every session's current shard that is older than max_shard_age
- * and holds records. Called from a periodic timer. */
-void session_roll_aged(struct daemon *d);
+/* The periodic checks: drops sessions that sent no HELLO within
+ * hello_timeout_ms or left a frame incomplete longer than idle_timeout_ms
+ * (their complete records are kept), and retires every current shard older
+ * than max_shard_age. */
+void session_sweep(struct daemon *d);
+
+/* Memory was given back: sessions paused for the daemon's memory limit may
+ * read again. */
+void session_resume_paused(struct daemon *d);

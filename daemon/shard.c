@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +20,13 @@
 #include "log.h"
 #include "notify.h"
 #include "seal.h"
+#include "session.h"
 #include "shard_format.h"
 
 #define SHARD_BATCH_INITIAL (64u * 1024u)
 
-static int batch_reserve(struct shard_batch *b, size_t more)
+/* Batch buffers count towards the daemon's memory_limit_bytes. */
+static int batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
 {
     size_t cap = b->cap ? b->cap : SHARD_BATCH_INITIAL;
     unsigned char *nb;
@@ -34,9 +38,21 @@ static int batch_reserve(struct shard_batch *b, size_t more)
     nb = realloc(b->buf, cap);
     if (!nb)
         return -ENOMEM;
+    d->memory_bytes += cap - b->cap;
     b->buf = nb;
     b->cap = cap;
     return 0;
+}
+
+/* An empty batch gives its memory back: an idle producer's shard holds no
+ * buffer, and a burst's buffer does not stay allocated after it. */
+static void batch_release(struct daemon *d, struct shard_batch *b)
+{
+    d->memory_bytes -= b->cap;
+    free(b->buf);
+    b->buf = NULL;
+    b->cap = b->len = 0;
+    b->records = 0;
 }
 
 static void mark_dirty(struct shard *s)
@@ -59,6 +75,24 @@ static uint64_t next_shard_id(struct daemon *d)
     return id;
 }
 
+/* Creates name in dirfd and nowhere else: RESOLVE_BENEATH and no symlinks
+ * where openat2(2) exists, O_NOFOLLOW where it does not. Names are checked
+ * against the producer name rule before they get here; this is the second
+ * line of defence. Returns the descriptor, or -1 with errno set. */
+static int open_beneath(int dirfd, const char *name)
+{
+    struct open_how how = {
+        .flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+        .mode = 0640,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+
+    if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+        return (int)fd;
+    return openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+}
+
 static void shard_free(struct shard *s)
 {
     if (!s)
@@ -69,8 +103,10 @@ static void shard_free(struct shard *s)
         (void)close(s->quarantine_fd); /* a directory, read-only */
     free(s->tmp_name);
     free(s->done_name);
-    free(s->filling.buf);
-    free(s->inflight.buf);
+    batch_release(s->d, &s->filling);
+    batch_release(s->d, &s->inflight);
+    if (s->counted_open)
+        s->d->open_shards--;
     free(s);
 }
 
@@ -83,9 +119,15 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
 
     if (!s)
         return -ENOMEM;
+    if (d->open_shards >= d->config.max_open_shards) {
+        free(s);
+        return -EMFILE;
+    }
     s->d = d;
     s->fd = -1;
     s->quarantine_fd = -1;
+    s->counted_open = true;
+    d->open_shards++;
     s->owner = owner;
     s->events = events;
     list_init(&s->node);
@@ -107,8 +149,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
             r = -ENOMEM;
             goto fail;
         }
-        s->fd = openat(d->active_fd, s->tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                       0640);
+        s->fd = open_beneath(d->active_fd, s->tmp_name);
         if (s->fd >= 0)
             break;
         if (errno != EEXIST || attempt >= 16) {
@@ -125,7 +166,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     h.created_ns = now_realtime_ns();
     h.producer_len = ident->producer_len;
     memcpy(h.producer, ident->producer, ident->producer_len);
-    r = batch_reserve(&s->filling, shard_header_size(h.producer_len));
+    r = batch_reserve(d, &s->filling, shard_header_size(h.producer_len));
     if (r < 0)
         goto fail;
     s->filling.len = shard_encode_header(s->filling.buf, &h);
@@ -152,7 +193,7 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
 
     if (s->error)
         return s->error;
-    r = batch_reserve(&s->filling, SHARD_RECORD_HEADER + (size_t)len);
+    r = batch_reserve(s->d, &s->filling, SHARD_RECORD_HEADER + (size_t)len);
     if (r < 0)
         return r;
     s->filling.len += shard_encode_record(s->filling.buf + s->filling.len, rec, len,
@@ -266,8 +307,8 @@ static void fail_shard(struct shard *s, int err)
      * only records_written were ever acknowledged. */
     s->records_queued = s->records_written;
     s->size_queued = s->size_written;
-    s->inflight.len = s->inflight.records = 0;
-    s->filling.len = s->filling.records = 0;
+    batch_release(d, &s->inflight);
+    batch_release(d, &s->filling);
     if (s->owner && s->events->failed)
         s->events->failed(s->owner, s, err);
 }
@@ -300,8 +341,14 @@ static void on_write(struct io_req *req, int res)
     s->write_busy = false;
     s->size_written += s->inflight.len;
     s->records_written += s->inflight.records;
-    s->inflight.len = 0;
-    s->inflight.records = 0;
+    if (s->filling.len > 0) {
+        /* Busy: keep the buffer for the next swap. */
+        s->inflight.len = 0;
+        s->inflight.records = 0;
+    } else {
+        batch_release(s->d, &s->inflight);
+        session_resume_paused(s->d);
+    }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
     if (s->policy == FSYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
@@ -342,7 +389,8 @@ static void on_sync(struct io_req *req, int res)
         if (!s->error) {
             s->error = res;
             s->records_queued = syncs_each_write(s) ? s->records_synced : s->records_written;
-            s->filling.len = s->filling.records = 0;
+            s->size_queued = s->size_written;
+            batch_release(d, &s->filling);
             if (s->owner && s->events->failed)
                 s->events->failed(s->owner, s, res);
         }

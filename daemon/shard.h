@@ -97,13 +97,15 @@ struct shard {
     struct io_req seal_req[7];
     int quarantine_fd;
     bool quarantined;
+    bool counted_open; /* in d->open_shards */
     unsigned seal_completed;
     int seal_error;
     const char *seal_failed_step;
 };
 
 /* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL) and queues its
- * header. Returns 0 or a negative errno; *ret is written only on success. */
+ * header. Returns 0, -EMFILE when max_open_shards shards are open already,
+ * or another negative errno; *ret is written only on success. */
 int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
                const struct shard_events *events, struct shard **ret);
 

@@ -47,8 +47,13 @@ typedef struct logshard_opts {
     size_t buffer_bytes;      /* client batch buffer; 0: library default (256 KiB).
                                  Raised to hold one record of the daemon's
                                  max_record_bytes, lowered to its max_frame_bytes. */
-    unsigned flags;           /* must be 0 */
+    unsigned flags;           /* 0, or LOGSHARD_NONBLOCK */
 } logshard_opts;
+
+/* logshard_opts.flags: logshard_append() returns -EAGAIN instead of
+ * blocking while the daemon applies backpressure (the record is then not
+ * taken; append it again later). Connecting and flushing still wait. */
+#define LOGSHARD_NONBLOCK 0x1u
 
 /* Connects to the daemon, introduces the producer and waits for the daemon to
  * accept it (at most 30 seconds).
@@ -56,7 +61,8 @@ typedef struct logshard_opts {
  * caller releases with logshard_close(); on failure *out is untouched.
  * Returns 0, or:
  *   -EINVAL    the producer name breaks the rule (1 to 64 bytes of
- *              [A-Za-z0-9._-], not starting with '.'), or flags is not 0;
+ *              [A-Za-z0-9._-], not starting with '.'), or flags has a bit
+ *              other than LOGSHARD_NONBLOCK;
  *   -ENAMETOOLONG  the socket path does not fit a Unix socket address;
  *   -ENOENT, -ECONNREFUSED, -EACCES  no daemon listening at the path, or no
  *              permission to use it (the errors of connect(2));
@@ -77,6 +83,8 @@ int logshard_connect(logshard **out, const logshard_opts *opts);
  *   -EINVAL    rec is NULL or len is 0;
  *   -EMSGSIZE  len is over the daemon's max_record_bytes (or over what fits
  *              one frame of its max_frame_bytes, when that is smaller);
+ *   -EAGAIN    with LOGSHARD_NONBLOCK only: the daemon applies backpressure and
+ *              the buffer is full; the record was not taken;
  *   -EPIPE     the daemon closed the connection;
  *   the error the daemon reported in an ERROR frame, once it has; the
  *   connection is then closed and every later call returns the same error.

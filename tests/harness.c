@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -23,6 +24,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "wire.h"
 
 static int64_t now_ms(void)
 {
@@ -158,6 +161,11 @@ static void spawn_daemon(struct harness *h, const char *const *argv)
         if (h->fsize_limit) {
             struct rlimit rl = { .rlim_cur = h->fsize_limit, .rlim_max = h->fsize_limit };
             if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+                _exit(126);
+        }
+        if (h->nofile_limit) {
+            struct rlimit rl = { .rlim_cur = h->nofile_limit, .rlim_max = h->nofile_limit };
+            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
                 _exit(126);
         }
         setenv("NOTIFY_SOCKET", h->notify_path, 1);
@@ -407,4 +415,129 @@ void harness_cleanup(struct harness *h)
     memset(h, 0, sizeof(*h));
     h->notify_fd = -1;
     h->daemon_pidfd = -1;
+}
+
+/* ---- raw protocol client ---- */
+
+int harness_raw_connect(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    strcpy(sa.sun_path, path);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+void harness_raw_send(int fd, const void *buf, size_t len)
+{
+    assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+void harness_raw_hello(int fd, const char *name)
+{
+    unsigned char buf[128];
+    int n = wire_encode_hello(buf, name, strlen(name));
+    assert_true(n > 0);
+    harness_raw_send(fd, buf, (size_t)n);
+}
+
+uint32_t harness_raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_t *ret_acked)
+{
+    unsigned char buf[65536];
+    size_t have = 0;
+    struct timespec start;
+    uint64_t acked = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    msg[0] = '\0';
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        n = recv(fd, buf + have, sizeof(buf) - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        while (have >= WIRE_HEADER_SIZE) {
+            uint32_t len = wire_get_u32(buf);
+            uint8_t type = buf[4];
+            if (have < WIRE_HEADER_SIZE + len)
+                break;
+            if (type == WIRE_ACK)
+                acked = wire_get_u64(buf + WIRE_HEADER_SIZE);
+            if (type == WIRE_ERROR) {
+                uint32_t code = wire_get_u32(buf + WIRE_HEADER_SIZE);
+                size_t mlen = len - WIRE_ERROR_FIXED;
+                if (mlen >= msg_len)
+                    mlen = msg_len - 1;
+                memcpy(msg, buf + WIRE_HEADER_SIZE + WIRE_ERROR_FIXED, mlen);
+                msg[mlen] = '\0';
+                if (ret_acked)
+                    *ret_acked = acked;
+                return code;
+            }
+            memmove(buf, buf + WIRE_HEADER_SIZE + len, have - WIRE_HEADER_SIZE - len);
+            have -= WIRE_HEADER_SIZE + len;
+        }
+    }
+    if (ret_acked)
+        *ret_acked = acked;
+    return 0;
+}
+
+size_t harness_encode_append(unsigned char *out, const char *const *recs, size_t n)
+{
+    size_t pos = WIRE_HEADER_SIZE + WIRE_APPEND_FIXED;
+
+    wire_put_u32(out + WIRE_HEADER_SIZE, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(recs[i]);
+        wire_put_u32(out + pos, (uint32_t)len);
+        memcpy(out + pos + 4, recs[i], len);
+        pos += 4 + len;
+    }
+    wire_encode_header(out, WIRE_APPEND, (uint32_t)(pos - WIRE_HEADER_SIZE));
+    return pos;
+}
+
+
+/* ---- results ---- */
+
+size_t harness_make_record(char *buf, size_t cap, const char *name, uint64_t seq, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, cap, "%s %" PRIu64 " ", name, seq);
+
+    while (len < size && len < cap)
+        buf[len++] = 'x';
+    return len;
+}
+
+char *harness_merge_and_cat(struct harness *h, const char *tag, size_t *ret_len)
+{
+    char *merged = harness_path(h->dir, tag);
+    char *text_path, *err_path, *text;
+    const char *merge[] = { harness_logctl(), "merge", "--spool", h->spool, "--output", merged,
+                            NULL };
+    const char *cat[] = { harness_logctl(), "cat", merged, NULL };
+    int status;
+
+    assert_true(asprintf(&text_path, "%s.txt", merged) > 0);
+    assert_true(asprintf(&err_path, "%s.err", merged) > 0);
+    status = harness_run(merge, NULL, err_path, 120000);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        size_t n;
+        char *e = harness_slurp(err_path, &n);
+        fail_msg("logctl merge failed: %s", e);
+    }
+    status = harness_run(cat, text_path, err_path, 120000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    text = harness_slurp(text_path, ret_len);
+    free(merged);
+    free(text_path);
+    free(err_path);
+    return text;
 }

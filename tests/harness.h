@@ -19,6 +19,7 @@ struct harness {
     pid_t daemon;
     int daemon_pidfd;
     uint64_t fsize_limit; /* RLIMIT_FSIZE for the daemon; 0: unchanged */
+    uint64_t nofile_limit; /* RLIMIT_NOFILE for the daemon; 0: unchanged */
     /* Every sd_notify message received, in order, each followed by "\n\n". */
     char *notify_log;
     size_t notify_len;
@@ -77,6 +78,30 @@ char *harness_path(const char *dir, const char *name);
 
 /* Removes the temporary directory and everything in it. */
 void harness_cleanup(struct harness *h);
+
+/* Merges the spool with the real logctl merge into <dir>/<tag> and prints
+ * it with logctl cat; returns the records as text, one per line. Fails the
+ * test when either command fails. */
+char *harness_merge_and_cat(struct harness *h, const char *tag, size_t *ret_len);
+
+/* The record a producer sends as its seq-th: "<name> <seq> " padded with
+ * 'x' to size bytes (or longer if the prefix needs it). Returns its length. */
+size_t harness_make_record(char *buf, size_t cap, const char *name, uint64_t seq, size_t size);
+
+/* ---- a raw protocol client, for what the library would never send ---- */
+
+int harness_raw_connect(const char *path);
+void harness_raw_send(int fd, const void *buf, size_t len);
+void harness_raw_hello(int fd, const char *name);
+
+/* Reads frames until an ERROR or the end of the stream (at most 10 s).
+ * Returns the ERROR's code (0 if none came) with its message in msg;
+ * *ret_acked (may be NULL) gets the last ACK value seen. */
+uint32_t harness_raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_t *ret_acked);
+
+/* Encodes an APPEND frame of n NUL-terminated records into out; returns its
+ * size. */
+size_t harness_encode_append(unsigned char *out, const char *const *recs, size_t n);
 
 /* Environment: the binaries under test. */
 const char *harness_logshardd(void);

@@ -640,7 +640,7 @@ static void test_connect_bad_names(void **state)
     assert_ptr_equal(ls, sentinel);
 
     opts.producer = "good";
-    opts.flags = 1;
+    opts.flags = 0x80; /* a flag this library does not know */
     assert_int_equal(logshard_connect(&ls, &opts), -EINVAL);
     assert_ptr_equal(ls, sentinel);
     opts.flags = 0;
@@ -999,6 +999,67 @@ static void test_append_backpressure(void **state)
     assert_true(p->nframes > PRESSURE_RECORDS / 4);
 }
 
+/* Reads nothing until told, then every record, acknowledging as it goes. */
+static int script_stall_until_go(struct peer *p)
+{
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(wait_pipe(p->go[0], PEER_TIMEOUT_MS) == 0);
+    while (p->nrecords < p->total) {
+        int line = peer_read_append(p);
+
+        if (line)
+            return line;
+        PCHECK(peer_send_ack(p, p->nrecords) == 0);
+    }
+    return peer_expect_eof(p);
+}
+
+/* With LOGSHARD_NONBLOCK, an append that would wait returns -EAGAIN and does
+ * not take the record; appending it again once the daemon reads succeeds,
+ * and every record arrives once, in order. */
+static void test_append_nonblock(void **state)
+{
+    struct peer *p = *state;
+    logshard_opts opts = { .producer = "nonblock", .buffer_bytes = 1, .flags = LOGSHARD_NONBLOCK };
+    unsigned char rec[PRESSURE_MAX_LEN];
+    logshard *ls = NULL;
+    uint64_t taken = 0;
+    int r = 0;
+
+    peer_start_total(p, script_stall_until_go, PRESSURE_MAX_RECORD, DEFAULT_MAX_FRAME,
+                     PRESSURE_RECORDS);
+    opts.socket_path = p->path;
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    /* The peer reads nothing: sooner or later the socket is full. */
+    while (taken < PRESSURE_RECORDS) {
+        r = logshard_append(ls, rec, make_record(taken, PRESSURE_MAX_LEN, rec));
+        if (r == -EAGAIN)
+            break;
+        assert_int_equal(r, 0);
+        taken++;
+    }
+    assert_int_equal(r, -EAGAIN);
+    assert_true(taken < PRESSURE_RECORDS);
+    assert_int_equal(logshard_unacked(ls), taken); /* the refused one is not counted */
+    assert_int_equal(signal_pipe(p->go[1]), 0);
+    for (uint64_t deadline = now_ms() + PEER_TIMEOUT_MS; taken < PRESSURE_RECORDS;) {
+        r = logshard_append(ls, rec, make_record(taken, PRESSURE_MAX_LEN, rec));
+        if (r == -EAGAIN) {
+            assert_true(now_ms() < deadline);
+            /* Let ACKs in; -ETIMEDOUT just means not all are in yet. */
+            r = logshard_flush(ls, 10);
+            assert_true(r == 0 || r == -ETIMEDOUT);
+            continue;
+        }
+        assert_int_equal(r, 0);
+        taken++;
+    }
+    assert_int_equal(logshard_flush(ls, 2 * PEER_TIMEOUT_MS), 0);
+    logshard_close(ls);
+    peer_join(p);
+    check_records(p, PRESSURE_RECORDS, PRESSURE_MAX_LEN, 0);
+}
+
 /* ---- the daemon going away ---- */
 
 #define CLOSE_RECORDS 5
@@ -1223,6 +1284,7 @@ int main(void)
         PEER_TEST(test_append_frame_limit),
         PEER_TEST(test_flush_waits_for_all_acks),
         PEER_TEST(test_append_backpressure),
+        PEER_TEST(test_append_nonblock),
         PEER_TEST(test_peer_closes_with_unacked),
         PEER_TEST(test_peer_closes_while_client_blocked),
         PEER_TEST(test_error_midstream),

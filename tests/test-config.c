@@ -75,6 +75,12 @@ static void assert_config_equal(const struct config *a, const struct config *b)
     assert_true(a->fsync_policy == b->fsync_policy);
     assert_true(a->fsync_interval_ms == b->fsync_interval_ms);
     assert_true(a->io_backend == b->io_backend);
+    assert_true(a->max_producers == b->max_producers);
+    assert_true(a->max_producers_per_uid == b->max_producers_per_uid);
+    assert_true(a->memory_limit_bytes == b->memory_limit_bytes);
+    assert_true(a->max_open_shards == b->max_open_shards);
+    assert_true(a->hello_timeout_ms == b->hello_timeout_ms);
+    assert_true(a->idle_timeout_ms == b->idle_timeout_ms);
 }
 
 static void assert_defaults(const struct config *c)
@@ -90,6 +96,15 @@ static void assert_defaults(const struct config *c)
     assert_true(c->fsync_policy == FSYNC_BATCH);
     assert_true(c->fsync_interval_ms == 1000);
     assert_true(c->io_backend == IO_BACKEND_AUTO);
+    assert_null(c->socket_group);
+    assert_true(c->max_producers == 1024);
+    assert_true(c->max_producers_per_uid == 0);
+    assert_true(c->memory_limit_bytes == 256 * MIB);
+    assert_true(c->max_open_shards == 4096);
+    assert_true(c->hello_timeout_ms == 10000);
+    assert_true(c->idle_timeout_ms == 60000);
+    assert_int_equal(c->allowed_uids.n, 0);
+    assert_int_equal(c->allowed_gids.n, 0);
 }
 
 static void test_defaults(void **state)
@@ -721,13 +736,62 @@ static void test_enum_keys(void **state)
     assert_string_equal(config_io_backend_name(IO_BACKEND_URING), "uring");
 }
 
+/* Counts, millisecond durations and id lists, and the copy that reloads
+ * and config_load rely on. */
+static void test_limit_and_access_keys(void **state)
+{
+    struct fixture *f = *state;
+    struct config copy;
+    char why[256] = "";
+
+    assert_int_equal(config_set(&f->c, "limits", "max_producers", "256", why, sizeof(why)), 0);
+    assert_true(f->c.max_producers == 256);
+    assert_int_equal(config_set(&f->c, "limits", "max_producers", "0", why, sizeof(why)), -ERANGE);
+    assert_int_equal(config_set(&f->c, "limits", "max_producers", "1K", why, sizeof(why)),
+                     -EINVAL);
+    assert_int_equal(config_set(&f->c, "limits", "idle_timeout_ms", "250", why, sizeof(why)), 0);
+    assert_true(f->c.idle_timeout_ms == 250);
+    assert_int_equal(config_set(&f->c, "limits", "idle_timeout_ms", "2s", why, sizeof(why)), 0);
+    assert_true(f->c.idle_timeout_ms == 2000);
+    assert_int_equal(config_set(&f->c, "access", "allowed_uids", "0, 65534 root", why,
+                                sizeof(why)),
+                     0);
+    assert_int_equal(f->c.allowed_uids.n, 3);
+    assert_true(config_id_list_contains(&f->c.allowed_uids, 65534));
+    assert_true(config_id_list_contains(&f->c.allowed_uids, 0));
+    assert_false(config_id_list_contains(&f->c.allowed_uids, 1));
+    assert_int_equal(config_set(&f->c, "access", "allowed_uids", "no-such-user-here", why,
+                                sizeof(why)),
+                     -EINVAL);
+    assert_string_equal(why, "allowed_uids: no user named 'no-such-user-here'");
+    assert_int_equal(f->c.allowed_uids.n, 3); /* untouched */
+    assert_int_equal(config_set(&f->c, "access", "allowed_gids", "root", why, sizeof(why)), 0);
+    assert_int_equal(config_set(&f->c, "daemon", "socket_group", "adm", why, sizeof(why)), 0);
+
+    assert_int_equal(config_copy(&copy, &f->c), 0);
+    assert_int_equal(copy.allowed_uids.n, 3);
+    assert_true(copy.allowed_uids.ids != f->c.allowed_uids.ids);
+    assert_string_equal(copy.socket_group, "adm");
+    config_free(&copy);
+
+    assert_int_equal(config_set(&f->c, "limits", "memory_limit_bytes", "1M", why, sizeof(why)),
+                     0);
+    assert_int_equal(config_check(&f->c, why, sizeof(why)), -EINVAL);
+    assert_non_null(strstr(why, "memory_limit_bytes"));
+}
+
 static void test_key_at(void **state)
 {
     static const char *const want[][2] = {
         { "daemon", "spool" }, { "daemon", "socket" }, { "daemon", "socket_mode" },
-        { "daemon", "io_backend" }, { "sync", "fsync" }, { "sync", "fsync_interval" },
+        { "daemon", "io_backend" }, { "daemon", "socket_group" }, { "sync", "fsync" },
+        { "sync", "fsync_interval" },
         { "limits", "max_record_bytes" }, { "limits", "max_frame_bytes" },
-        { "limits", "session_buffer_bytes" }, { "shard", "max_shard_bytes" },
+        { "limits", "session_buffer_bytes" }, { "limits", "max_producers" },
+        { "limits", "max_producers_per_uid" }, { "limits", "memory_limit_bytes" },
+        { "limits", "max_open_shards" }, { "limits", "hello_timeout_ms" },
+        { "limits", "idle_timeout_ms" }, { "access", "allowed_uids" },
+        { "access", "allowed_gids" }, { "shard", "max_shard_bytes" },
         { "shard", "max_shard_age" },
     };
     const char *section = "x", *key = "y";
@@ -836,6 +900,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_enum_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_and_access_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_good, setup, teardown),

@@ -26,18 +26,6 @@
 
 /* ---- producers ---- */
 
-/* The record a producer sends as its seq-th: "<name> <seq> " padded with
- * 'x' to size bytes (or longer if the prefix needs it). */
-static size_t make_record(char *buf, size_t cap, const char *name, uint64_t seq, size_t size)
-{
-    int n = snprintf(buf, cap, "%s %" PRIu64 " ", name, seq);
-    size_t len = (size_t)n;
-
-    while (len < size && len < cap)
-        buf[len++] = 'x';
-    return len;
-}
-
 /* Runs in a child process: connects, appends count records, flushing every
  * flush_every (0: only at the end). Exit status 0 means every record was
  * acknowledged. */
@@ -54,7 +42,7 @@ static void producer_main(const char *sock, const char *name, uint64_t count, si
         _exit(10);
     }
     for (uint64_t i = 0; i < count; i++) {
-        size_t len = make_record(buf, sizeof(buf), name, i, size);
+        size_t len = harness_make_record(buf, sizeof(buf), name, i, size);
         r = logshard_append(ls, buf, len);
         if (r < 0) {
             fprintf(stderr, "producer %s: append %" PRIu64 ": %s\n", name, i,
@@ -101,32 +89,6 @@ static void wait_producers(const pid_t *pids, size_t n)
 
 /* ---- reading the result back ---- */
 
-/* Merges the spool with logctl merge and prints it with logctl cat; returns
- * the text of the records, one per line. */
-static char *merge_and_cat(struct harness *h, size_t *ret_len)
-{
-    char *merged = harness_path(h->dir, "merged.lsm");
-    char *text_path = harness_path(h->dir, "merged.txt");
-    char *err_path = harness_path(h->dir, "logctl.err");
-    const char *merge[] = { harness_logctl(), "merge", "--spool", h->spool, "--output", merged,
-                            NULL };
-    const char *cat[] = { harness_logctl(), "cat", merged, NULL };
-    char *text;
-    int status;
-
-    status = harness_run(merge, NULL, err_path, 120000);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    status = harness_run(cat, text_path, err_path, 120000);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    text = harness_slurp(text_path, ret_len);
-    free(merged);
-    free(text_path);
-    free(err_path);
-    return text;
-}
-
 /* Checks that text holds, for each of the n producers named prefix0..,
  * exactly counts[i] records numbered 0.. in order, and nothing else. */
 static void check_records(char *text, const char *prefix, size_t n, const uint64_t *counts)
@@ -157,95 +119,6 @@ static void check_records(char *text, const char *prefix, size_t n, const uint64
             fail_msg("producer %s%zu: %" PRIu64 " records came out, %" PRIu64 " were sent",
                      prefix, i, next[i], counts[i]);
     free(next);
-}
-
-/* ---- raw protocol client ---- */
-
-static int raw_connect(const char *path)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    assert_true(fd >= 0);
-    strcpy(sa.sun_path, path);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
-
-static void raw_send(int fd, const void *buf, size_t len)
-{
-    assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
-}
-
-static void raw_hello(int fd, const char *name)
-{
-    unsigned char buf[128];
-    int n = wire_encode_hello(buf, name, strlen(name));
-    assert_true(n > 0);
-    raw_send(fd, buf, (size_t)n);
-}
-
-/* Reads frames until an ERROR or end of stream (at most 10 s). Returns the
- * ERROR's code (0 if none came) with its message in msg; *ret_acked gets
- * the last ACK value seen. */
-static uint32_t raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_t *ret_acked)
-{
-    unsigned char buf[65536];
-    size_t have = 0;
-    struct timespec start;
-    uint64_t acked = 0;
-
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    msg[0] = '\0';
-    for (;;) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        ssize_t n;
-
-        assert_int_equal(poll(&p, 1, 10000), 1);
-        n = recv(fd, buf + have, sizeof(buf) - have, 0);
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-        while (have >= WIRE_HEADER_SIZE) {
-            uint32_t len = wire_get_u32(buf);
-            uint8_t type = buf[4];
-            if (have < WIRE_HEADER_SIZE + len)
-                break;
-            if (type == WIRE_ACK)
-                acked = wire_get_u64(buf + WIRE_HEADER_SIZE);
-            if (type == WIRE_ERROR) {
-                uint32_t code = wire_get_u32(buf + WIRE_HEADER_SIZE);
-                size_t mlen = len - WIRE_ERROR_FIXED;
-                if (mlen >= msg_len)
-                    mlen = msg_len - 1;
-                memcpy(msg, buf + WIRE_HEADER_SIZE + WIRE_ERROR_FIXED, mlen);
-                msg[mlen] = '\0';
-                if (ret_acked)
-                    *ret_acked = acked;
-                return code;
-            }
-            memmove(buf, buf + WIRE_HEADER_SIZE + len, have - WIRE_HEADER_SIZE - len);
-            have -= WIRE_HEADER_SIZE + len;
-        }
-    }
-    if (ret_acked)
-        *ret_acked = acked;
-    return 0;
-}
-
-static size_t encode_append(unsigned char *out, const char *const *recs, size_t n)
-{
-    size_t pos = WIRE_HEADER_SIZE + WIRE_APPEND_FIXED;
-
-    wire_put_u32(out + WIRE_HEADER_SIZE, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(recs[i]);
-        wire_put_u32(out + pos, (uint32_t)len);
-        memcpy(out + pos + 4, recs[i], len);
-        pos += 4 + len;
-    }
-    wire_encode_header(out, WIRE_APPEND, (uint32_t)(pos - WIRE_HEADER_SIZE));
-    return pos;
 }
 
 /* ---- tests ---- */
@@ -295,7 +168,7 @@ static void test_producers_exactly_once(void **state)
     assert_int_equal(harness_count_files(h, "active", ""), 0);
     assert_int_equal(harness_count_files(h, "done", ".shard"), N);
 
-    text = merge_and_cat(h, &len);
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
     check_records(text, "prod", N, counts);
     free(text);
 }
@@ -318,7 +191,7 @@ static void test_rolls_over_on_size(void **state)
     /* 3000 records of 216 bytes on disk, at most ~16 KiB per shard. */
     assert_true(harness_count_files(h, "done", ".shard") >= 3000 * 216 / (16 * 1024 + 216));
     assert_int_equal(harness_count_files(h, "active", ""), 0);
-    text = merge_and_cat(h, &len);
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
     check_records(text, "roll", 1, &count);
     free(text);
 }
@@ -349,7 +222,7 @@ static void test_rolls_over_on_age(void **state)
     logshard_close(ls);
     assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
-    text = merge_and_cat(h, &len);
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
     assert_string_equal(text, "aged0 0 first\naged0 1 second\n");
     free(text);
 }
@@ -377,47 +250,47 @@ static void run_bad_input(struct harness *h, int which, const struct bad_case *c
     assert_int_equal(logshard_append(good, "before", 6), 0);
     assert_int_equal(logshard_flush(good, 10000), 0);
 
-    fd = raw_connect(h->sock);
+    fd = harness_raw_connect(h->sock);
     switch (which) {
     case 0: /* producer name outside the rule */
         wire_encode_header(frame, WIRE_HELLO, 4 + 6);
         wire_put_u16(frame + 8, WIRE_PROTOCOL_VERSION);
         wire_put_u16(frame + 10, 0);
         memcpy(frame + 12, "../etc", 6);
-        raw_send(fd, frame, 8 + 4 + 6);
+        harness_raw_send(fd, frame, 8 + 4 + 6);
         break;
     case 1: /* a frame longer than the limit: 4 GiB declared */
-        raw_hello(fd, "huge");
+        harness_raw_hello(fd, "huge");
         wire_put_u32(frame, 0xFFFFFFFFu);
         frame[4] = WIRE_APPEND;
         frame[5] = frame[6] = frame[7] = 0;
-        raw_send(fd, frame, 8);
+        harness_raw_send(fd, frame, 8);
         break;
     case 2: { /* a truncated frame, then end of stream */
         const char *recs[] = { "complete one" };
         size_t n;
-        raw_hello(fd, "trunc");
-        n = encode_append(frame, recs, 1);
-        raw_send(fd, frame, n);
-        n = encode_append(frame, recs, 1);
-        raw_send(fd, frame, n - 5);
+        harness_raw_hello(fd, "trunc");
+        n = harness_encode_append(frame, recs, 1);
+        harness_raw_send(fd, frame, n);
+        n = harness_encode_append(frame, recs, 1);
+        harness_raw_send(fd, frame, n - 5);
         assert_int_equal(shutdown(fd, SHUT_WR), 0);
         break;
     }
     case 3: /* an unknown frame type */
-        raw_hello(fd, "unknown");
+        harness_raw_hello(fd, "unknown");
         wire_put_u32(frame, 0);
         frame[4] = 99;
         frame[5] = frame[6] = frame[7] = 0;
-        raw_send(fd, frame, 8);
+        harness_raw_send(fd, frame, 8);
         break;
     case 4: { /* APPEND before HELLO */
         const char *recs[] = { "too early" };
-        raw_send(fd, frame, encode_append(frame, recs, 1));
+        harness_raw_send(fd, frame, harness_encode_append(frame, recs, 1));
         break;
     }
     }
-    code = raw_read_until_error(fd, msg, sizeof(msg), &acked);
+    code = harness_raw_read_until_error(fd, msg, sizeof(msg), &acked);
     close(fd);
     if (code != c->code || !strstr(msg, c->message_part))
         fail_msg("%s: got ERROR %u '%s', expected %u with '%s'", c->what, code, msg, c->code,
@@ -452,7 +325,7 @@ static void test_bad_input(void **state)
 
     /* Everything the good producer sent, and the truncated connection's
      * complete record, were sealed; nothing of the bad frames was. */
-    text = merge_and_cat(h, &len);
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
     {
         size_t before = 0, after = 0, complete = 0, lines = 0;
         char *save = NULL;
@@ -489,18 +362,18 @@ static void test_oversized_record(void **state)
     memset(big, 'b', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
 
-    fd = raw_connect(h->sock);
-    raw_hello(fd, "oversize");
-    raw_send(fd, frame, encode_append(frame, recs, 1));
-    raw_send(fd, frame, encode_append(frame, recs, 2));
-    assert_int_equal(raw_read_until_error(fd, msg, sizeof(msg), &acked), EMSGSIZE);
+    fd = harness_raw_connect(h->sock);
+    harness_raw_hello(fd, "oversize");
+    harness_raw_send(fd, frame, harness_encode_append(frame, recs, 1));
+    harness_raw_send(fd, frame, harness_encode_append(frame, recs, 2));
+    assert_int_equal(harness_raw_read_until_error(fd, msg, sizeof(msg), &acked), EMSGSIZE);
     assert_non_null(strstr(msg, "record 1 of the APPEND frame is 1999 bytes"));
     assert_non_null(strstr(msg, "max_record_bytes (1000)"));
     assert_int_equal(acked, 1);
     close(fd);
 
     assert_clean_exit(harness_stop(h, SIGTERM, 30000));
-    text = merge_and_cat(h, &len);
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
     assert_string_equal(text, "small\n");
     free(text);
 }
@@ -525,7 +398,7 @@ static void test_sigterm_with_connected_producers(void **state)
     assert_int_equal(logshard_unacked(ls), 1);
     logshard_close(ls);
     assert_int_equal(harness_count_files(h, "active", ""), 0);
-    text = merge_and_cat(h, &len);
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
     assert_string_equal(text, "idle0 0\n");
     free(text);
 }

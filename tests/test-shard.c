@@ -81,6 +81,7 @@ static int setup(void **state)
     f->d.loop = &f->loop;
     assert_int_equal(config_init(&f->d.config), 0);
     list_init(&f->d.sessions);
+    list_init(&f->d.paused_sessions);
     list_init(&f->d.shards);
     list_init(&f->d.dirty_shards);
     r = io_new(&f->loop, backend_under_test(), 64, &f->d.io, &why);

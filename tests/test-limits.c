@@ -1,0 +1,588 @@
+/* Hostile and greedy producers against the real daemon: connection floods
+ * against max_producers, per-uid and access lists, stalled clients
+ * (hello_timeout_ms, idle_timeout_ms), a flooding producer beside
+ * well-behaved ones under memory_limit_bytes, hostile names and a planted
+ * symlink, the open-shard cap, running out of descriptors, and the client
+ * library under valgrind. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "logshard.h"
+#include "wire.h"
+
+static int setup(void **state)
+{
+    struct harness *h = calloc(1, sizeof(*h));
+    harness_init(h);
+    *state = h;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct harness *h = *state;
+    harness_cleanup(h);
+    free(h);
+    return 0;
+}
+
+static void assert_clean_exit(int status)
+{
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Reads one frame (at most 10 s); returns its type, 0 at end of stream. */
+static int read_frame(int fd, unsigned char *payload, size_t cap, uint32_t *ret_len)
+{
+    unsigned char hdr[WIRE_HEADER_SIZE];
+    size_t got = 0;
+    uint32_t len;
+
+    while (got < sizeof(hdr)) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        n = recv(fd, hdr + got, sizeof(hdr) - got, 0);
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    len = wire_get_u32(hdr);
+    assert_true(len <= cap);
+    for (got = 0; got < len;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        n = recv(fd, payload + got, len - got, 0);
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    *ret_len = len;
+    return hdr[4];
+}
+
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = rl.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < 2200)
+        skip(); /* cannot open a thousand connections here */
+}
+
+/* 1,000 connections at once against max_producers = 256: exactly 256 are
+ * welcomed and all of them work; the others get an ERROR naming the limit. */
+static void test_max_producers(void **state)
+{
+    enum { N = 1000, MAX = 256 };
+    struct harness *h = *state;
+    static int fds[N];
+    static unsigned char payload[2048];
+    unsigned welcomed = 0, refused = 0;
+
+    raise_nofile();
+    harness_write_config(h, "[limits]\nmax_producers = 256\n");
+    harness_start(h, NULL);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        fds[i] = harness_raw_connect(h->sock);
+        snprintf(name, sizeof(name), "flood%d", i);
+        harness_raw_hello(fds[i], name);
+    }
+    for (int i = 0; i < N; i++) {
+        uint32_t len = 0;
+        int type = read_frame(fds[i], payload, sizeof(payload), &len);
+
+        if (type == WIRE_WELCOME) {
+            const char *recs[] = { "works" };
+            unsigned char frame[64];
+            welcomed++;
+            harness_raw_send(fds[i], frame, harness_encode_append(frame, recs, 1));
+            assert_int_equal(read_frame(fds[i], payload, sizeof(payload), &len), WIRE_ACK);
+            assert_int_equal(wire_get_u64(payload), 1);
+        } else {
+            assert_int_equal(type, WIRE_ERROR);
+            assert_int_equal(wire_get_u32(payload), EUSERS);
+            payload[len] = '\0';
+            assert_non_null(strstr((char *)payload + 4, "max_producers (256) reached"));
+            refused++;
+        }
+    }
+    assert_int_equal(welcomed, MAX);
+    assert_int_equal(refused, N - MAX);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), MAX);
+}
+
+/* max_producers_per_uid counts connections of one uid. */
+static void test_max_producers_per_uid(void **state)
+{
+    struct harness *h = *state;
+    logshard_opts opts = { .socket_path = h->sock, .producer = "peruid" };
+    logshard *a = NULL, *b = NULL, *c = NULL;
+
+    harness_write_config(h, "[limits]\nmax_producers_per_uid = 2\n");
+    harness_start(h, NULL);
+    assert_int_equal(logshard_connect(&a, &opts), 0);
+    assert_int_equal(logshard_connect(&b, &opts), 0);
+    assert_int_equal(logshard_connect(&c, &opts), -EUSERS);
+    logshard_close(b);
+    /* One gone: room again (the daemon may take a moment to see it go). */
+    for (int i = 0; i < 1000; i++) {
+        int r = logshard_connect(&c, &opts);
+        if (r == 0)
+            break;
+        assert_int_equal(r, -EUSERS);
+        poll(NULL, 0, 10);
+    }
+    assert_non_null(c);
+    logshard_close(a);
+    logshard_close(c);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+}
+
+/* A client that connects and says nothing is dropped after
+ * hello_timeout_ms; one that leaves a frame half sent is dropped after
+ * idle_timeout_ms, and its complete records are sealed. */
+static void test_stalled_clients(void **state)
+{
+    struct harness *h = *state;
+    char msg[WIRE_ERROR_MESSAGE_MAX + 1];
+    unsigned char frame[256];
+    const char *recs[] = { "slow 0", "slow 1" };
+    uint64_t acked = 0;
+    size_t len;
+    char *text;
+    int quiet, slow;
+
+    harness_write_config(h, "[limits]\nhello_timeout_ms = 300\nidle_timeout_ms = 300\n");
+    harness_start(h, NULL);
+    quiet = harness_raw_connect(h->sock);
+    slow = harness_raw_connect(h->sock);
+    harness_raw_hello(slow, "slowloris");
+    harness_raw_send(slow, frame, harness_encode_append(frame, recs, 2));
+    /* Half of a further frame, then nothing. */
+    len = harness_encode_append(frame, recs, 1);
+    harness_raw_send(slow, frame, len / 2);
+
+    assert_int_equal(harness_raw_read_until_error(quiet, msg, sizeof(msg), NULL), ETIMEDOUT);
+    assert_non_null(strstr(msg, "no HELLO within hello_timeout_ms (300)"));
+    assert_int_equal(harness_raw_read_until_error(slow, msg, sizeof(msg), &acked), ETIMEDOUT);
+    assert_non_null(strstr(msg, "idle_timeout_ms (300)"));
+    assert_int_equal(acked, 2);
+    close(quiet);
+    close(slow);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    text = harness_merge_and_cat(h, "slow.lsm", &len);
+    assert_string_equal(text, "slow 0\nslow 1\n");
+    free(text);
+}
+
+static uint64_t daemon_peak_rss(const struct harness *h)
+{
+    char path[64], line[256];
+    uint64_t kib = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)h->daemon);
+    f = fopen(path, "re");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %" SCNu64 " kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib * 1024;
+}
+
+/* A producer that floods without pause beside eight well-behaved ones: the
+ * daemon stops reading from whoever is over budget instead of buffering,
+ * its memory stays under memory_limit_bytes, the well-behaved producers
+ * finish their work while the flood is still going (they are not starved),
+ * and every acknowledged record of everyone is there. */
+static void test_flood_beside_good_producers(void **state)
+{
+    enum { GOOD = 8, GOOD_RECORDS = 2000 };
+    struct harness *h = *state;
+    pid_t flooder, good[GOOD];
+    int stop_pipe[2];
+    size_t len;
+    char *text;
+    uint64_t rss;
+
+    harness_write_config(h, "[limits]\nmemory_limit_bytes = 16M\nsession_buffer_bytes = 4M\n"
+                            "max_frame_bytes = 2M\n[sync]\nfsync = none\n");
+    harness_start(h, NULL);
+    assert_int_equal(pipe2(stop_pipe, O_CLOEXEC), 0);
+    flooder = fork();
+    assert_true(flooder >= 0);
+    if (flooder == 0) {
+        logshard_opts o = { .socket_path = h->sock, .producer = "flood" };
+        logshard *ls = NULL;
+        static char rec[4000];
+        uint64_t i = 0;
+
+        close(stop_pipe[1]);
+        if (logshard_connect(&ls, &o) < 0)
+            _exit(2);
+        memset(rec, 'f', sizeof(rec));
+        for (;;) {
+            struct pollfd p = { .fd = stop_pipe[0], .events = POLLIN };
+            int n = snprintf(rec, sizeof(rec), "flood %" PRIu64 " ", i);
+            rec[n] = 'f';
+            if (logshard_append(ls, rec, sizeof(rec)) < 0)
+                _exit(3);
+            i++;
+            if (i % 256 == 0 && poll(&p, 1, 0) > 0)
+                break;
+        }
+        _exit(logshard_flush(ls, 60000) == 0 ? 0 : 4);
+    }
+    close(stop_pipe[0]);
+    for (int g = 0; g < GOOD; g++) {
+        good[g] = fork();
+        assert_true(good[g] >= 0);
+        if (good[g] == 0) {
+            char name[16], rec[128];
+            logshard_opts o = { .socket_path = h->sock, .producer = name };
+            logshard *ls = NULL;
+
+            snprintf(name, sizeof(name), "good%d", g);
+            if (logshard_connect(&ls, &o) < 0)
+                _exit(2);
+            for (uint64_t i = 0; i < GOOD_RECORDS; i++) {
+                size_t n = harness_make_record(rec, sizeof(rec), name, i, 100);
+                if (logshard_append(ls, rec, n) < 0)
+                    _exit(3);
+                if (i % 64 == 63 && logshard_flush(ls, 60000) < 0)
+                    _exit(4);
+            }
+            _exit(logshard_flush(ls, 60000) == 0 ? 0 : 5);
+        }
+    }
+    for (int g = 0; g < GOOD; g++) {
+        int st;
+        assert_int_equal(waitpid(good[g], &st, 0), good[g]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    /* The flooder was flooding all along; only now is it told to stop. */
+    {
+        int st;
+        assert_int_equal(waitpid(flooder, &st, WNOHANG), 0);
+        assert_int_equal(write(stop_pipe[1], "x", 1), 1);
+        assert_int_equal(waitpid(flooder, &st, 0), flooder);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    rss = daemon_peak_rss(h);
+    fprintf(stderr, "daemon peak RSS under the flood: %.1f MiB (memory_limit_bytes 16 MiB)\n",
+            (double)rss / 1048576.0);
+    /* The buffers are capped at 16 MiB; code, libraries and the kernel's
+     * accounting of them come on top. */
+    assert_true(rss < 16u * 1048576u + 24u * 1048576u);
+    assert_clean_exit(harness_stop(h, SIGTERM, 60000));
+    close(stop_pipe[1]);
+
+    text = harness_merge_and_cat(h, "flood.lsm", &len);
+    {
+        uint64_t next[GOOD] = { 0 }, flood = 0;
+        char *save = NULL;
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            unsigned g;
+            unsigned long long seq;
+            if (sscanf(l, "good%u %llu", &g, &seq) == 2) {
+                assert_true(g < GOOD);
+                assert_int_equal(seq, next[g]);
+                next[g]++;
+            } else {
+                unsigned long long fs;
+                assert_int_equal(sscanf(l, "flood %llu", &fs), 1);
+                assert_int_equal(fs, flood);
+                flood++;
+            }
+        }
+        for (int g = 0; g < GOOD; g++)
+            assert_int_equal(next[g], GOOD_RECORDS);
+        fprintf(stderr, "flooder got %" PRIu64 " records in\n", flood);
+        assert_true(flood > 0);
+    }
+    free(text);
+}
+
+/* Hostile names are refused with the rule; a symlink planted in active/
+ * leads nowhere; nothing is written outside the spool. */
+static void test_hostile_names_and_symlink(void **state)
+{
+    static const struct {
+        const char *name;
+        size_t len;
+    } bad[] = {
+        { "../x", 4 }, { "a/b", 3 }, { ".hidden", 7 },
+        { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 65 },
+        { "", 0 }, { "caf\xc3\xa9", 5 }, { "\xff\xfe", 2 }, { "a\0b", 3 },
+    };
+    struct harness *h = *state;
+    char *outside = harness_path(h->dir, "outside");
+    char *active, *link_path;
+    char msg[WIRE_ERROR_MESSAGE_MAX + 1];
+    struct stat st;
+
+    /* A directory and a file next to the spool that nothing may touch; a
+     * shard-like name in active/ pointing at the file. */
+    assert_int_equal(mkdir(outside, 0755), 0);
+    harness_start(h, NULL);
+    active = harness_path(h->spool, "active");
+    link_path = harness_path(active, "evil.0000000000000001.tmp");
+    {
+        char *target = harness_path(outside, "target");
+        int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(symlink(target, link_path), 0);
+        free(target);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        unsigned char frame[128];
+        int fd = harness_raw_connect(h->sock);
+
+        wire_encode_header(frame, WIRE_HELLO, (uint32_t)(4 + bad[i].len));
+        wire_put_u16(frame + 8, WIRE_PROTOCOL_VERSION);
+        wire_put_u16(frame + 10, 0);
+        memcpy(frame + 12, bad[i].name, bad[i].len);
+        harness_raw_send(fd, frame, 12 + bad[i].len);
+        assert_int_equal(harness_raw_read_until_error(fd, msg, sizeof(msg), NULL), EINVAL);
+        assert_non_null(strstr(msg, "[A-Za-z0-9._-]"));
+        close(fd);
+    }
+    /* The library refuses them too, before sending anything. */
+    {
+        logshard_opts o = { .socket_path = h->sock, .producer = "../x" };
+        logshard *ls = NULL;
+        assert_int_equal(logshard_connect(&ls, &o), -EINVAL);
+    }
+    /* A good producer works beside all that. */
+    {
+        logshard_opts o = { .socket_path = h->sock, .producer = "evil" };
+        logshard *ls = NULL;
+        assert_int_equal(logshard_connect(&ls, &o), 0);
+        assert_int_equal(logshard_append(ls, "evil 0", 6), 0);
+        assert_int_equal(logshard_flush(ls, 10000), 0);
+        logshard_close(ls);
+    }
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    /* Restart: recovery meets the planted link and leaves it alone. */
+    harness_start(h, NULL);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    {
+        char *target = harness_path(outside, "target");
+        assert_int_equal(stat(target, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        free(target);
+    }
+    assert_int_equal(lstat(link_path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    free(link_path);
+    free(active);
+    free(outside);
+}
+
+/* A uid not in allowed_uids is refused (a child that becomes nobody). */
+static void test_allowed_uids(void **state)
+{
+    struct harness *h = *state;
+    pid_t pid;
+    int st;
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "not root: cannot become another user\n");
+        skip();
+    }
+    harness_write_config(h, "[daemon]\nsocket_mode = 0666\n[access]\nallowed_uids = 0\n");
+    assert_int_equal(chmod(h->dir, 0755), 0);
+    harness_start(h, NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        logshard_opts o = { .socket_path = h->sock, .producer = "nobody" };
+        logshard *ls = NULL;
+        int r;
+
+        if (setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(90);
+        r = logshard_connect(&ls, &o);
+        _exit(r == -EACCES ? 0 : 91);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* root is on the list. */
+    {
+        logshard_opts o = { .socket_path = h->sock, .producer = "root" };
+        logshard *ls = NULL;
+        assert_int_equal(logshard_connect(&ls, &o), 0);
+        logshard_close(ls);
+    }
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    {
+        size_t len;
+        char *log = harness_slurp(h->log, &len);
+        assert_non_null(strstr(log, "uid 65534, gid 65534 may not produce here"));
+        free(log);
+    }
+}
+
+/* max_open_shards: the producer that would open one shard too many gets an
+ * ERROR naming the limit; the others carry on. */
+static void test_max_open_shards(void **state)
+{
+    struct harness *h = *state;
+    logshard_opts o = { .socket_path = h->sock, .producer = "cap" };
+    logshard *a = NULL, *b = NULL, *c = NULL;
+
+    harness_write_config(h, "[limits]\nmax_open_shards = 2\n");
+    harness_start(h, NULL);
+    assert_int_equal(logshard_connect(&a, &o), 0);
+    assert_int_equal(logshard_connect(&b, &o), 0);
+    assert_int_equal(logshard_connect(&c, &o), 0);
+    assert_int_equal(logshard_append(a, "a", 1), 0);
+    assert_int_equal(logshard_flush(a, 10000), 0);
+    assert_int_equal(logshard_append(b, "b", 1), 0);
+    assert_int_equal(logshard_flush(b, 10000), 0);
+    assert_int_equal(logshard_append(c, "c", 1), 0);
+    assert_int_equal(logshard_flush(c, 10000), -EMFILE);
+    assert_non_null(strstr(logshard_error_message(c), "max_open_shards (2) reached"));
+    assert_int_equal(logshard_append(a, "a", 1), 0);
+    assert_int_equal(logshard_flush(a, 10000), 0);
+    logshard_close(a);
+    logshard_close(b);
+    logshard_close(c);
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+}
+
+/* Out of descriptors: the daemon pauses accepting, keeps serving, and the
+ * connections that waited are served once descriptors are free again. */
+static void test_out_of_descriptors(void **state)
+{
+    enum { N = 60 };
+    struct harness *h = *state;
+    int fds[N];
+    static unsigned char payload[2048];
+    size_t len;
+    char *log;
+
+    h->nofile_limit = 40;
+    harness_start(h, NULL);
+    for (int i = 0; i < N; i++) {
+        fds[i] = harness_raw_connect(h->sock);
+        harness_raw_hello(fds[i], "fdhog");
+    }
+    /* Give back the first half; everyone still connected gets its WELCOME
+     * sooner or later. */
+    for (int i = 0; i < N / 2; i++)
+        close(fds[i]);
+    for (int i = N / 2; i < N; i++) {
+        uint32_t l = 0;
+        assert_int_equal(read_frame(fds[i], payload, sizeof(payload), &l), WIRE_WELCOME);
+        close(fds[i]);
+    }
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    log = harness_slurp(h->log, &len);
+    assert_non_null(strstr(log, "pausing accepting"));
+    free(log);
+}
+
+/* The client library under valgrind: no invalid access, no leak. */
+static void test_client_under_valgrind(void **state)
+{
+    struct harness *h = *state;
+    char *in = harness_path(h->dir, "lines.txt");
+    char *err = harness_path(h->dir, "valgrind.txt");
+    const char *argv[] = { "/usr/bin/valgrind", "--quiet", "--error-exitcode=99",
+                           "--leak-check=full", "--errors-for-leak-kinds=definite,indirect",
+                           harness_logctl(), "send", "--socket", h->sock, "--producer",
+                           "valgrind", NULL };
+    FILE *f;
+    pid_t pid;
+    int st;
+
+    if (access(argv[0], X_OK) != 0) {
+        fprintf(stderr, "valgrind is not installed\n");
+        skip();
+    }
+    f = fopen(in, "we");
+    assert_non_null(f);
+    for (int i = 0; i < 2000; i++)
+        fprintf(f, "valgrind %d line of text\n", i);
+    assert_int_equal(fclose(f), 0);
+    harness_start(h, NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(in, O_RDONLY | O_CLOEXEC);
+        int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || efd < 0 || dup2(fd, 0) < 0 || dup2(efd, 2) < 0)
+            _exit(127);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        size_t n;
+        char *text = harness_slurp(err, &n);
+        fail_msg("logctl send under valgrind: status %d\n%s", st, text);
+    }
+    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    {
+        size_t n;
+        char *text = harness_merge_and_cat(h, "vg.lsm", &n);
+        size_t lines = 0;
+        for (char *p = text; *p; p++)
+            lines += *p == '\n';
+        assert_int_equal(lines, 2000);
+        free(text);
+    }
+    free(in);
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_max_producers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_producers_per_uid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_clients, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flood_beside_good_producers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_names_and_symlink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_allowed_uids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_open_shards, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_descriptors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_under_valgrind, setup, teardown),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
