@@ -377,6 +377,20 @@ static int recover_one(struct recovery *rec, const struct candidate *c)
         return fail_file(rec, c->tmp_name, "cannot stat its name in done/", -errno);
     }
 
+    /* A crash between creating a shard and writing its header leaves an
+     * empty file: it never held a record, so it is removed rather than
+     * quarantined after every such crash. */
+    if (st.st_size == 0) {
+        if (unlinkat(rec->active_fd, c->tmp_name, 0) < 0)
+            return fail_file(rec, c->tmp_name, "cannot remove the empty file", -errno);
+        rec->sync_active = true;
+        rec->stats.empty_removed++;
+        report(rec, RECOVERY_LOG_INFO,
+               "removed active/%s: empty (the daemon stopped before writing its header)",
+               c->tmp_name);
+        return 0;
+    }
+
     fd = openat(rec->active_fd, c->tmp_name,
                 O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
@@ -564,10 +578,11 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
         report(&rec, rec.stats.files_failed > 0 ? RECOVERY_LOG_WARNING : RECOVERY_LOG_INFO,
                "recovery: %" PRIu64 " temp shards in active/: %" PRIu64
                " sealed into done/ (%" PRIu64 " records kept, %" PRIu64 " bytes cut), %" PRIu64
-               " quarantined, %" PRIu64 " duplicates removed, %" PRIu64 " failed",
+               " quarantined, %" PRIu64 " duplicates and %" PRIu64 " empty files removed, %" PRIu64
+               " failed",
                rec.stats.files_scanned, rec.stats.files_sealed, rec.stats.records_kept,
                rec.stats.bytes_cut, rec.stats.files_quarantined, rec.stats.duplicates_removed,
-               rec.stats.files_failed);
+               rec.stats.empty_removed, rec.stats.files_failed);
     if (ret_stats)
         *ret_stats = rec.stats;
     return 0;

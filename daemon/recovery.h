@@ -34,6 +34,7 @@ struct recovery_stats {
     uint64_t files_sealed;       /* cut to their valid prefix and sealed into done/ */
     uint64_t files_quarantined;  /* moved to quarantine/ */
     uint64_t duplicates_removed; /* temp names of files already sealed (same inode) */
+    uint64_t empty_removed;      /* empty temp files: created, never written */
     uint64_t files_failed;       /* left in active/ after an I/O error; tried again next start */
     uint64_t files_ignored;      /* other entries of active/, left alone */
     uint64_t records_kept;       /* records in the files sealed */
@@ -53,6 +54,8 @@ struct recovery_stats {
  *    deleted and never overwriting anything;
  *  - a temp name that is a second link to the file already sealed in done/
  *    (a seal interrupted between its rename and its fsync) is removed;
+ *  - an empty temp file (created, then the daemon stopped before writing
+ *    its header: it never held a record) is removed;
  *  - anything else in active/ is left alone and reported.
  *
  * Blocking; meant to run once at start-up, before the daemon accepts

@@ -340,7 +340,8 @@ static void test_clean_shard_sealed_intact(void **state)
     assert_int_equal(f->levels[1], RECOVERY_LOG_INFO);
     assert_string_equal(f->lines[1],
                         "recovery: 1 temp shards in active/: 1 sealed into done/ (3 records "
-                        "kept, 0 bytes cut), 0 quarantined, 0 duplicates removed, 0 failed");
+                        "kept, 0 bytes cut), 0 quarantined, 0 duplicates and 0 empty files "
+                        "removed, 0 failed");
     assert_int_equal(f->nprogress, 2);
     assert_int_equal(f->progress_done[0], 0);
     assert_int_equal(f->progress_total[0], 1);
@@ -479,6 +480,22 @@ struct bad_file {
     const char *why;
 };
 
+/* An empty temp file (the daemon stopped between creating a shard and
+ * writing its header) held no record: it is removed, not quarantined. */
+static void test_empty_file_removed(void **state)
+{
+    struct fixture *f = *state;
+    struct recovery_stats st;
+
+    write_file(f->active_fd, "empty.0000000000000001.tmp", "", 0);
+    run_recovery(f, &st);
+    assert_int_equal(st.empty_removed, 1);
+    assert_int_equal(st.files_quarantined, 0);
+    assert_dir_lists(f->active_fd, "");
+    assert_dir_lists(f->done_fd, "");
+    assert_int_equal(faccessat(f->spool_fd, "quarantine", F_OK, 0), -1);
+}
+
 /* Files that are no shard of their name move to quarantine/ unchanged;
  * nothing is sealed or deleted. */
 static void test_quarantine_bad_files(void **state)
@@ -491,8 +508,10 @@ static void test_quarantine_bad_files(void **state)
     int qfd;
 
     memset(bad, 0, sizeof(bad));
-    bad[0].name = "empty.0000000000000001.tmp";
-    bad[0].why = "empty file (no shard header)";
+    bad[0].name = "onebyte.0000000000000001.tmp";
+    bad[0].buf[0] = 'L'; /* the first byte of the magic, and nothing else */
+    bad[0].len = 1;
+    bad[0].why = "file ends inside a shard header";
 
     bad[1].name = "short.0000000000000002.tmp";
     build_shard(&s, "short", 2, 1);
@@ -850,7 +869,8 @@ static void test_unopenable_file_left(void **state)
     assert_int_equal(res.levels[2], RECOVERY_LOG_WARNING);
     assert_string_equal(res.lines[2],
                         "recovery: 2 temp shards in active/: 1 sealed into done/ (1 records "
-                        "kept, 0 bytes cut), 0 quarantined, 0 duplicates removed, 1 failed");
+                        "kept, 0 bytes cut), 0 quarantined, 0 duplicates and 0 empty files "
+                        "removed, 1 failed");
     assert_file_equals(f->done_fd, "a.0000000000000001.shard", a.buf, a.len);
     assert_file_equals(f->active_fd, "b.0000000000000002.tmp", b.buf, b.len);
     assert_dir_lists(f->active_fd, "b.0000000000000002.tmp\n");
@@ -959,6 +979,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_second_header_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_file_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_name_clash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupted_quarantine, setup, teardown),
