@@ -6,6 +6,8 @@ packages=(
   build-essential meson ninja-build pkg-config
   libuv1-dev liburing-dev libinih-dev libsystemd-dev libcmocka-dev
   systemd python3
+  valgrind  # tests/test-limits.c runs a producer under it
+  clang libclang-rt-14-dev  # tools/fuzz.sh: clang's libFuzzer and sanitizers
 )
 
 missing=()

@@ -31,3 +31,6 @@ build build-sanitize -Db_sanitize=address,undefined -Dbuildtype=debug -Dfault_in
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-sanitize --print-errorlogs --num-processes 2
+
+echo "== fuzzing: corpus replay and 60 s of each libFuzzer target (clang)"
+bash tools/fuzz.sh --seconds 60

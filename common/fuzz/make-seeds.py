@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzz targets in common/fuzz: small valid
+inputs, so the fuzzer starts from inputs that reach deep into each parser
+(a CRC or a name rule is hard to guess), and small invalid ones, one per
+refusal the parser knows, so each error path is replayed by `meson test`.
+
+Run it from anywhere: python3 common/fuzz/make-seeds.py. It replaces the
+files named seed-* in corpus/<target>/ and leaves every other file there
+alone: regression inputs (regress-*) are kept by hand, not generated.
+It also writes fuzz-config.dict, the config keys as a libFuzzer dictionary.
+
+The byte layouts are those of docs/PROTOCOL.md and docs/FORMAT.md (and
+common/wire.h, common/shard_format.h); the values of the config keys follow
+config/logshard.conf.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def crc32c_extend(crc, data):
+    """CRC32C (Castagnoli, reflected 0x82F63B78), chained like crc32c_extend."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def crc32c(data):
+    return crc32c_extend(0, data)
+
+
+# ---- wire ----------------------------------------------------------------
+
+HELLO, WELCOME, APPEND, ACK, ERROR = 1, 2, 3, 4, 5
+
+# fuzz-wire.c reads two bytes first: indexes into its limit tables. Index 4
+# is the daemon's defaults (max_frame_bytes 4 MiB, max_record_bytes 1 MiB).
+DEFAULTS = bytes([4, 4])
+SMALL_RECORDS = bytes([4, 2])  # max_record_bytes 16
+SMALL_FRAMES = bytes([2, 4])  # max_frame_bytes 64
+
+
+def frame(ftype, payload, length=None, reserved=b"\0\0\0"):
+    n = len(payload) if length is None else length
+    return struct.pack("<IB", n, ftype) + reserved + payload
+
+
+def hello(name, version=1, flags=0):
+    return frame(HELLO, struct.pack("<HH", version, flags) + name)
+
+
+def append(records, count=None):
+    body = b"".join(struct.pack("<I", len(r)) + r for r in records)
+    n = len(records) if count is None else count
+    return frame(APPEND, struct.pack("<I", n) + body)
+
+
+def welcome(version=1, policy=2, reserved=0, max_record=1 << 20, max_frame=4 << 20):
+    return frame(WELCOME, struct.pack("<HBBII", version, policy, reserved, max_record, max_frame))
+
+
+def ack(n):
+    return frame(ACK, struct.pack("<Q", n))
+
+
+def error(code, message):
+    return frame(ERROR, struct.pack("<I", code) + message)
+
+
+def wire_seeds():
+    s = {}
+    s["session"] = DEFAULTS + hello(b"app") + append([b"one", b"two", b"three"]) + append([b"x"])
+    s["replies"] = DEFAULTS + welcome() + ack(4) + error(90, b"record 0 is over max_record_bytes")
+    s["hello-64-byte-name"] = DEFAULTS + hello(b"n" * 64)
+    s["hello-65-byte-name"] = DEFAULTS + hello(b"n" * 65)
+    s["hello-traversal"] = DEFAULTS + hello(b"../x")
+    s["hello-slash"] = DEFAULTS + hello(b"a/b")
+    s["hello-dot"] = DEFAULTS + hello(b".hidden")
+    s["hello-empty-name"] = DEFAULTS + hello(b"")
+    s["hello-not-utf8"] = DEFAULTS + hello(b"\xff\xfe")
+    s["hello-short"] = DEFAULTS + frame(HELLO, b"\x01\x00")
+    s["hello-version-2"] = DEFAULTS + hello(b"app", version=2)
+    s["hello-flags"] = DEFAULTS + hello(b"app", flags=1)
+    s["append-no-records"] = DEFAULTS + hello(b"app") + append([], count=0)
+    s["append-short"] = DEFAULTS + hello(b"app") + frame(APPEND, b"\x01\x00")
+    s["append-count-too-high"] = DEFAULTS + hello(b"app") + append([b"a"], count=2)
+    s["append-left-over"] = DEFAULTS + hello(b"app") + frame(APPEND, struct.pack("<II", 1, 1) + b"ab")
+    s["append-empty-record"] = DEFAULTS + hello(b"app") + append([b""])
+    s["append-record-past-end"] = DEFAULTS + hello(b"app") + frame(
+        APPEND, struct.pack("<II", 1, 100) + b"short")
+    s["append-record-past-end-then-more"] = DEFAULTS + hello(b"app") + frame(
+        APPEND, struct.pack("<II", 2, 100) + b"short")
+    s["append-prefix-past-end"] = DEFAULTS + hello(b"app") + frame(
+        APPEND, struct.pack("<II", 2, 1) + b"a" + b"\x01\x00")
+    s["append-over-max-record"] = SMALL_RECORDS + hello(b"app") + append([b"a", b"b" * 17])
+    s["append-at-max-record"] = SMALL_RECORDS + hello(b"app") + append([b"b" * 16])
+    s["append-many"] = DEFAULTS + hello(b"app") + append([bytes([i]) * (i % 7 + 1) for i in range(40)])
+    s["header-4gib-length"] = DEFAULTS + frame(APPEND, b"", length=0xFFFFFFFF)
+    s["header-over-ceiling"] = bytes([6, 4]) + frame(APPEND, b"", length=(256 << 20) + 1)
+    s["header-over-max-frame"] = SMALL_FRAMES + hello(b"app") + append([b"z" * 80])
+    s["header-reserved"] = DEFAULTS + frame(HELLO, b"", reserved=b"\0\1\0")
+    s["header-unknown-type"] = DEFAULTS + frame(9, b"")
+    s["header-type-0"] = DEFAULTS + frame(0, b"")
+    s["partial-frame"] = DEFAULTS + hello(b"app") + frame(APPEND, b"\x01\0\0\0\x05\0\0\0ab", length=13)
+    s["partial-header"] = DEFAULTS + hello(b"app") + b"\x10\0\0"
+    s["welcome-short"] = DEFAULTS + frame(WELCOME, b"\x01\0\x02\0")
+    s["welcome-reserved"] = DEFAULTS + welcome(reserved=1)
+    s["ack-short"] = DEFAULTS + frame(ACK, b"\x01\0\0\0")
+    s["error-code-0"] = DEFAULTS + error(0, b"no")
+    s["error-no-message"] = DEFAULTS + error(5, b"")
+    s["error-nul-in-message"] = DEFAULTS + error(5, b"a\0b")
+    s["error-1024"] = DEFAULTS + error(22, b"m" * 1024)
+    s["error-1025"] = DEFAULTS + error(22, b"m" * 1025)
+    s["error-short"] = DEFAULTS + frame(ERROR, b"\x05\0")
+    s["empty-frames"] = DEFAULTS + b"".join(frame(t, b"") for t in (HELLO, WELCOME, APPEND, ACK, ERROR))
+    s["limits-zero"] = bytes([0, 0]) + hello(b"app")
+    s["empty"] = b""
+    s["one-byte"] = b"\x04"
+    return s
+
+
+# ---- shard files -----------------------------------------------------------
+
+MAGIC = b"LOGSHRD\x01"
+
+
+def shard_header(producer=b"app", uid=1000, gid=1000, pid=4242, shard_id=1,
+                 created_ns=1_700_000_000_000_000_000, version=1, header_len=None,
+                 producer_len=None, bad_crc=False):
+    size = 42 + len(producer) + 4
+    h = MAGIC + struct.pack("<HHIIIQQH", version, size if header_len is None else header_len,
+                            uid, gid, pid, shard_id, created_ns,
+                            len(producer) if producer_len is None else producer_len) + producer
+    crc = crc32c(h) ^ (1 if bad_crc else 0)
+    return h + struct.pack("<I", crc)
+
+
+def record(payload, ts=1_700_000_000_000_000_001, length=None, bad_crc=False):
+    n = len(payload) if length is None else length
+    head = struct.pack("<I", n)
+    stamp = struct.pack("<Q", ts)
+    crc = crc32c_extend(crc32c_extend(crc32c(head), stamp), payload) ^ (1 if bad_crc else 0)
+    return head + struct.pack("<I", crc) + stamp + payload
+
+
+def shard(producer=b"app", records=(b"one", b"two", b"three"), **kw):
+    return shard_header(producer, **kw) + b"".join(record(r, ts=1_700_000_000_000_000_000 + i)
+                                                   for i, r in enumerate(records))
+
+
+def shard_seeds():
+    s = {}
+    s["shard"] = shard()
+    s["shard-one-byte-records"] = shard(records=[bytes([i]) for i in range(32)])
+    s["shard-64-byte-name"] = shard(producer=b"p" * 64)
+    s["header-only"] = shard_header()
+    s["merged"] = shard(b"alpha", shard_id=1) + shard(b"beta", shard_id=2) + shard(b"alpha", shard_id=3)
+    s["merged-empty-shard-between"] = shard(b"a") + shard_header(b"b") + shard(b"c")
+    s["torn-record"] = shard()[:-2]
+    s["torn-record-header"] = shard() + record(b"four")[:9]
+    s["torn-header"] = shard_header()[:30]
+    s["torn-second-header"] = shard() + shard_header(b"next")[:20]
+    s["magic-only"] = MAGIC
+    s["magic-prefix"] = MAGIC[:4]
+    s["bad-magic"] = b"LOGSHRD\x02" + shard()[8:]
+    s["no-header"] = record(b"orphan")
+    s["bad-record-crc"] = shard_header() + record(b"one") + record(b"two", bad_crc=True) + record(b"three")
+    s["bad-header-crc"] = shard_header(bad_crc=True) + record(b"one")
+    s["zero-length-record"] = shard_header() + record(b"", length=0)
+    s["huge-record-length"] = shard_header() + record(b"abc", length=0xFFFFFFFF)
+    s["record-length-past-end"] = shard_header() + record(b"abc", length=4096)
+    s["record-at-format-max"] = shard_header() + record(b"abc", length=256 << 20)
+    s["version-2"] = shard(version=2)
+    s["header-len-mismatch"] = shard_header(header_len=60)
+    s["producer-len-0"] = shard_header(producer=b"", producer_len=0)
+    s["producer-len-65"] = shard_header(producer=b"p" * 65)
+    s["producer-dot"] = shard(producer=b".hidden")
+    s["producer-slash"] = shard(producer=b"a/b")
+    s["garbage-after-shard"] = shard() + b"\0" * 20
+    s["garbage-between-shards"] = shard(b"a") + b"junk" + shard(b"b")
+    s["empty"] = b""
+    return s
+
+
+# ---- config ----------------------------------------------------------------
+
+# section, key, a valid value, an out-of-range or malformed value
+KEYS = [
+    ("daemon", "spool", "/var/lib/logshard", ""),
+    ("daemon", "socket", "/run/logshard/logshard.sock", ""),
+    ("daemon", "socket_mode", "0660", "0999"),
+    ("daemon", "io_backend", "auto", "epoll"),
+    ("daemon", "socket_group", "adm", ""),
+    ("sync", "fsync", "batch", "sometimes"),
+    ("sync", "fsync_interval", "1s", "0ms"),
+    ("limits", "max_record_bytes", "1M", "257M"),
+    ("limits", "max_frame_bytes", "4M", "4095"),
+    ("limits", "session_buffer_bytes", "8MiB", "12Q"),
+    ("limits", "max_producers", "1024", "0"),
+    ("limits", "max_producers_per_uid", "16", "+5"),
+    ("limits", "memory_limit_bytes", "256M", "512K"),
+    ("limits", "max_open_shards", "4096", "1e3"),
+    ("limits", "hello_timeout_ms", "10000", "5"),
+    ("limits", "idle_timeout_ms", "1m", "2d"),
+    ("access", "allowed_uids", "0, root", "nosuchuser-fuzz"),
+    ("access", "allowed_gids", "0 root", "4294967295"),
+    ("shard", "max_shard_bytes", "64M", "18446744073709551616"),
+    ("shard", "max_shard_age", "1h", "999999999999999999d"),
+]
+
+
+def full_config():
+    out, section = [], None
+    for sec, key, good, _ in KEYS:
+        if sec != section:
+            out.append("\n[%s]" % sec)
+            section = sec
+        out.append("%s = %s" % (key, good))
+    return ("\n".join(out) + "\n").encode()
+
+
+def config_seeds():
+    s = {}
+    s["full"] = full_config()
+    s["example"] = open(os.path.join(HERE, "..", "..", "config", "logshard.conf"), "rb").read()
+    s["empty"] = b""
+    s["comments-only"] = b"# nothing\n; nothing either\n"
+    for sec, key, good, bad in KEYS:
+        s["key-%s" % key] = ("[%s]\n%s = %s\n" % (sec, key, good)).encode()
+        s["bad-%s" % key] = ("[%s]\n%s = %s\n" % (sec, key, bad)).encode()
+    s["sizes"] = b"64K\n[limits]\nmax_record_bytes = 64KiB\nmax_frame_bytes = 1G\n"
+    s["durations"] = b"90min\n[sync]\nfsync = interval\nfsync_interval = 250ms\n[shard]\nmax_shard_age = 2d\n"
+    s["first-line-hex"] = b"0x1F\n"
+    s["first-line-octal"] = b"0755\n"
+    s["first-line-overflow"] = b"18446744073709551615T\n"
+    s["first-line-sign"] = b"-1\n"
+    s["first-line-blank"] = b" 12\n"
+    s["unknown-section"] = b"[network]\nport = 1\n"
+    s["unknown-section-alone"] = b"[network]\n"
+    s["unknown-key"] = b"[daemon]\nspools = /tmp\n"
+    s["key-outside-section"] = b"spool = /tmp\n"
+    s["no-equals"] = b"[daemon]\nspool\n"
+    s["unclosed-section"] = b"[daemon\nspool = /tmp\n"
+    s["empty-section-name"] = b"[]\n"
+    s["indented"] = b"[daemon]\n  spool = /tmp\n\tsocket = /tmp/s\n"
+    s["crlf"] = b"[daemon]\r\nspool = /tmp\r\n"
+    s["bom"] = b"\xef\xbb\xbf[daemon]\nspool = /tmp\n"
+    s["nul-in-line"] = b"[daemon]\nspool = /t\0mp\nsocket = /s\n"
+    s["inline-comment"] = b"[limits]\nmax_record_bytes = 1M ; a comment\n"
+    s["duplicate-key"] = b"[daemon]\nspool = /a\nspool = /b\n"
+    s["long-line"] = b"[daemon]\nspool = /" + b"x" * 400 + b"\n"
+    s["long-comment"] = b"# " + b"c" * 400 + b"\n[daemon]\nspool = /tmp\n"
+    s["long-line-no-newline"] = b"[daemon]\nspool = /" + b"x" * 400
+    s["no-final-newline"] = b"[sync]\nfsync = always"
+    s["id-lists"] = b"[access]\nallowed_uids = 0,,1\t2 root,\nallowed_gids =\n"
+    s["memory-below-session"] = b"[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 8M\n"
+    s["frame-below-record"] = b"[limits]\nmax_record_bytes = 4M\nmax_frame_bytes = 4M\n"
+    return s
+
+
+def config_dict():
+    words = set()
+    for sec, key, good, _ in KEYS:
+        words.update(["[%s]" % sec, key, good])
+    words.update(["none", "interval", "batch", "always", "uring", "threads",
+                  "K", "KB", "KiB", "M", "MiB", "G", "GiB", "T", "TiB",
+                  "ms", "s", "m", "min", "h", "d", " = ", "\n", "#", ";"])
+    lines = ["# libFuzzer dictionary for fuzz-config, written by make-seeds.py."]
+    for w in sorted(words):
+        esc = "".join(c if c.isprintable() and c not in '"\\' else "\\x%02x" % ord(c) for c in w)
+        lines.append('"%s"' % esc)
+    return "\n".join(lines) + "\n"
+
+
+def write(target, seeds):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    for name in os.listdir(d):
+        if name.startswith("seed-"):
+            os.unlink(os.path.join(d, name))
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(d, "seed-" + name), "wb") as f:
+            f.write(data)
+    print("%s: %d seeds" % (d, len(seeds)))
+
+
+def main():
+    write("wire", wire_seeds())
+    write("shard-reader", shard_seeds())
+    write("config", config_seeds())
+    with open(os.path.join(HERE, "fuzz-config.dict"), "w") as f:
+        f.write(config_dict())
+
+
+if __name__ == "__main__":
+    main()
