@@ -8,6 +8,7 @@ packages=(
   systemd python3
   valgrind  # tests/test-limits.c runs a producer under it
   clang libclang-rt-14-dev  # tools/fuzz.sh: clang's libFuzzer and sanitizers
+  groff-base man-db debhelper dpkg-dev systemd-container  # tests/test-packaging.sh
 )
 
 missing=()
