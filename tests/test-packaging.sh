@@ -360,8 +360,12 @@ done
 # logshard(3), linked shared and linked static.
 man_example >"$T/example.c"
 export PKG_CONFIG_SYSROOT_DIR=$D PKG_CONFIG_LIBDIR=$D$LOGSHARD_LIBDIR/pkgconfig
-if cc -Wall -Werror -o "$T/example" "$T/example.c" $(pkg-config --cflags --libs logshard) 2>"$T/cc.log" &&
-   cc -Wall -Werror -o "$T/example-static" "$T/example.c" $(pkg-config --cflags logshard) \
+san=()
+if [ -n "${LOGSHARD_SANITIZE:-}" ] && [ "$LOGSHARD_SANITIZE" != none ]; then
+    san=(-fsanitize="$LOGSHARD_SANITIZE")
+fi
+if cc "${san[@]}" -Wall -Werror -o "$T/example" "$T/example.c" $(pkg-config --cflags --libs logshard) 2>"$T/cc.log" &&
+   cc "${san[@]}" -Wall -Werror -o "$T/example-static" "$T/example.c" $(pkg-config --cflags logshard) \
        "$D$(pkg-config --variable=libdir logshard | sed "s|^$D||")/liblogshard.a" 2>>"$T/cc.log"; then
     note "the example of logshard(3) builds against the installed files (shared and static)"
 else
