@@ -50,6 +50,10 @@ static const struct key_spec keys[] = {
     { "daemon", "io_backend", KEY_ENUM, offsetof(struct config, io_backend), 0, 2,
       io_backend_names },
     { "daemon", "socket_group", KEY_STRING, offsetof(struct config, socket_group), 0, 0, NULL },
+    { "daemon", "admin_socket", KEY_PATH, offsetof(struct config, admin_socket), 0, 0, NULL },
+    { "daemon", "metrics_file", KEY_PATH, offsetof(struct config, metrics_file), 0, 0, NULL },
+    { "daemon", "metrics_interval_s", KEY_DURATION, offsetof(struct config, metrics_interval_ms),
+      1000, 3600ull * 1000, NULL },
     { "sync", "fsync", KEY_ENUM, offsetof(struct config, fsync_policy), 0, 3,
       fsync_policy_names },
     { "sync", "fsync_interval", KEY_DURATION, offsetof(struct config, fsync_interval_ms), 1,
@@ -85,6 +89,8 @@ int config_init(struct config *c)
     memset(c, 0, sizeof(*c));
     c->spool = strdup(CONFIG_DEFAULT_SPOOL);
     c->socket_path = strdup(CONFIG_DEFAULT_SOCKET);
+    c->admin_socket = strdup(CONFIG_DEFAULT_ADMIN_SOCKET);
+    c->metrics_interval_ms = 15000;
     c->socket_mode = 0660;
     c->max_record_bytes = 1 * MIB;
     c->max_frame_bytes = 4 * MIB;
@@ -100,7 +106,7 @@ int config_init(struct config *c)
     c->max_open_shards = 4096;
     c->hello_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
-    if (!c->spool || !c->socket_path) {
+    if (!c->spool || !c->socket_path || !c->admin_socket) {
         config_free(c);
         return -ENOMEM;
     }
@@ -112,9 +118,12 @@ void config_free(struct config *c)
     free(c->spool);
     free(c->socket_path);
     free(c->socket_group);
+    free(c->admin_socket);
+    free(c->metrics_file);
     free(c->allowed_uids.ids);
     free(c->allowed_gids.ids);
     c->socket_group = NULL;
+    c->admin_socket = c->metrics_file = NULL;
     c->allowed_uids = (struct config_id_list){ NULL, 0 };
     c->allowed_gids = (struct config_id_list){ NULL, 0 };
     c->spool = c->socket_path = NULL;
@@ -139,9 +148,12 @@ int config_copy(struct config *dst, const struct config *src)
     dst->spool = strdup(src->spool);
     dst->socket_path = strdup(src->socket_path);
     dst->socket_group = src->socket_group ? strdup(src->socket_group) : NULL;
+    dst->admin_socket = src->admin_socket ? strdup(src->admin_socket) : NULL;
+    dst->metrics_file = src->metrics_file ? strdup(src->metrics_file) : NULL;
     dst->allowed_uids = (struct config_id_list){ NULL, 0 };
     dst->allowed_gids = (struct config_id_list){ NULL, 0 };
     if (!dst->spool || !dst->socket_path || (src->socket_group && !dst->socket_group) ||
+        (src->admin_socket && !dst->admin_socket) || (src->metrics_file && !dst->metrics_file) ||
         dup_ids(&dst->allowed_uids, &src->allowed_uids) < 0 ||
         dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0) {
         config_free(dst);

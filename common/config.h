@@ -7,6 +7,7 @@
 
 #define CONFIG_DEFAULT_SPOOL "/var/lib/logshard"
 #define CONFIG_DEFAULT_SOCKET "/run/logshard/logshard.sock"
+#define CONFIG_DEFAULT_ADMIN_SOCKET "/run/logshard/admin.sock"
 
 /* When a record counts as acknowledged (docs/PROTOCOL.md, DESIGN.md). The
  * values are also the WELCOME frame's fsync-policy byte. */
@@ -43,6 +44,10 @@ struct config {
     uint64_t max_open_shards;
     uint64_t hello_timeout_ms;   /* from accept to HELLO */
     uint64_t idle_timeout_ms;    /* how long a frame may stay half received */
+
+    char *admin_socket;          /* the admin socket (logctl status, ls, rotate) */
+    char *metrics_file;          /* Prometheus text file; NULL: no metrics */
+    uint64_t metrics_interval_ms;
 
     /* Who may produce: a peer is accepted when its uid is in allowed_uids
      * or its gid in allowed_gids; with both lists empty, everyone is. */

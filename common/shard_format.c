@@ -266,6 +266,18 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
     }
 }
 
+int shard_reader_continue(struct shard_reader *r)
+{
+    if (r->error && r->error != -ENODATA)
+        return r->error;
+    /* A torn item was never consumed (reader_fail leaves start where the
+     * item begins), so reading on from the buffered bytes is exact. */
+    r->error = 0;
+    r->error_why = NULL;
+    r->eof = false;
+    return 0;
+}
+
 void shard_reader_error(const struct shard_reader *r, uint64_t *ret_offset,
                         const char **ret_why)
 {

@@ -94,6 +94,14 @@ void shard_reader_free(struct shard_reader *r);
  * where and why; later calls repeat the error. */
 int shard_reader_next(struct shard_reader *r, struct shard_item *ret);
 
+/* For following a file that is still being written (logctl cat --follow):
+ * after the reader reached the end of the file (0) or found it ending inside
+ * an item (-ENODATA), lets the next shard_reader_next() read on from the
+ * same point, taking whatever was appended since. Returns 0, or the reader's
+ * error when it stopped on anything else (corrupt bytes, a read error), which
+ * no amount of waiting repairs. */
+int shard_reader_continue(struct shard_reader *r);
+
 /* Where the last error was found (the offset of the first byte that is not
  * part of a valid item, i.e. the length of the valid prefix) and why. */
 void shard_reader_error(const struct shard_reader *r, uint64_t *ret_offset,

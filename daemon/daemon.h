@@ -12,7 +12,19 @@
 
 struct io;
 struct listener;
+struct admin;
+struct metrics;
+struct shard;
 
+/* Buckets of the fsync latency histogram (stats.h has their bounds): 17
+ * finite upper bounds from 50 us to 10 s, then +Inf. */
+#define STATS_FSYNC_BUCKETS 18u
+/* Samples for the 10-second rates: one a second, plus the one 10 s ago. */
+#define STATS_RATE_SAMPLES 11u
+
+/* Counters only: the per-record path adds to them and nothing more. The
+ * figures derived from them (rates, quantiles, spool usage) are computed
+ * when someone asks (stats.c). */
 struct daemon_stats {
     uint64_t connections_accepted;
     uint64_t sessions_open;
@@ -25,7 +37,21 @@ struct daemon_stats {
     uint64_t refused_access;  /* peers not in allowed_uids/allowed_gids */
     uint64_t refused_limit;   /* peers over max_producers(_per_uid) */
     uint64_t io_errors;
+    uint64_t timeouts;        /* sessions dropped by hello_timeout_ms or idle_timeout_ms */
+    uint64_t refused_admin;   /* admin peers that were neither root nor the daemon's uid */
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
+
+    /* fdatasync of shard data (queue_sync to on_sync in shard.c); under
+     * batch and always the write linked before it is part of the time. */
+    uint64_t fsync_buckets[STATS_FSYNC_BUCKETS]; /* not cumulative */
+    uint64_t fsync_count;
+    uint64_t fsync_sum_ns;
+};
+
+struct stats_rate_sample {
+    uint64_t mono_ns;
+    uint64_t records;
+    uint64_t bytes;
 };
 
 /* What the command line said; it wins over the file, at start and at every
@@ -35,6 +61,7 @@ struct daemon_args {
     const char *spool;
     const char *socket;
     const char *fsync;
+    const char *admin_socket;
 };
 
 struct daemon {
@@ -43,6 +70,16 @@ struct daemon {
     struct config config;
     struct io *io;
     struct listener *listener;
+    struct admin *admin;     /* NULL when the admin socket could not be set up */
+    struct metrics *metrics;
+    uint64_t start_mono_ns;
+    uint64_t start_real_ns;
+
+    /* Called by shard.c when a shard's seal has ended (err 0: it is in
+     * done/, or in quarantine/ when s->quarantined; otherwise it stays in
+     * active/ for recovery). The admin socket completes rotate requests on
+     * it. NULL: nobody waits. */
+    void (*shard_sealed_hook)(struct daemon *d, const struct shard *s, int err);
 
     /* Spool directories, open for the daemon's lifetime so that every file
      * is created and renamed relative to them. */
@@ -74,6 +111,14 @@ struct daemon {
     uint64_t status_last_bytes;
     uint64_t watchdog_last_completions;
     char last_error[256];
+
+    /* The 10-second rates (stats.c): a sample a second, oldest overwritten. */
+    uv_timer_t rate_timer;
+    bool rate_running;
+    struct stats_rate_sample rate_samples[STATS_RATE_SAMPLES];
+    unsigned rate_next;
+    unsigned rate_count;
+
     bool draining;
     bool stopped;
     int exit_code;

@@ -102,7 +102,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 }
 
 /* A socket file is stale when nobody answers on it. */
-static int remove_stale_socket(const char *path)
+int listener_remove_stale_socket(const char *path)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
@@ -157,7 +157,7 @@ static int bind_socket(struct listener *l, char *why, size_t why_len)
         return -ENAMETOOLONG;
     }
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    r = remove_stale_socket(path);
+    r = listener_remove_stale_socket(path);
     if (r == -EADDRINUSE) {
         snprintf(why, why_len, "%s: another daemon is already listening there", path);
         return r;

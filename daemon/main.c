@@ -2,7 +2,8 @@
  *
  * Start-up order: settings (defaults, then the file, then the command line),
  * spool, recovery of the shards an earlier run left in active/, the I/O
- * backend, the listener, then READY=1. Shutdown on SIGTERM or SIGINT:
+ * backend, the listener, the admin socket and the metrics file, then
+ * READY=1. Shutdown on SIGTERM or SIGINT:
  * stop accepting, let every session finish what it accepted, seal every
  * shard, exit 0. A second signal during the drain exits at once; the temp
  * files left behind are found by recovery at the next start. */
@@ -19,17 +20,21 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "config.h"
 #include "daemon.h"
+#include "fileutil.h"
 #include "io.h"
 #include "listener.h"
 #include "log.h"
 #include "logshard-build.h"
+#include "metrics.h"
 #include "notify.h"
 #include "recovery.h"
 #include "session.h"
 #include "shard.h"
 #include "spool.h"
+#include "stats.h"
 
 #define IO_RING_ENTRIES 256u
 #define EXIT_USAGE 2
@@ -46,13 +51,17 @@ static void usage(FILE *out)
             "                      used only if it exists)\n"
             "  -s, --spool DIR     spool directory (default %s)\n"
             "  -S, --socket PATH   producer socket (default %s)\n"
+            "  -A, --admin-socket PATH\n"
+            "                      admin socket for logctl status, ls and rotate\n"
+            "                      (default %s; mode 0600, root and the daemon's user)\n"
             "  -f, --fsync POLICY  none, interval, batch or always: when a record is\n"
             "                      acknowledged (default batch; see logshard.conf(5))\n"
             "  -h, --help          show this help\n"
             "  -V, --version       show the version\n"
             "\n"
             "Command-line options win over the file, the file over built-in defaults.\n",
-            LOGSHARD_DEFAULT_CONFIG, CONFIG_DEFAULT_SPOOL, CONFIG_DEFAULT_SOCKET);
+            LOGSHARD_DEFAULT_CONFIG, CONFIG_DEFAULT_SPOOL, CONFIG_DEFAULT_SOCKET,
+            CONFIG_DEFAULT_ADMIN_SOCKET);
 }
 
 static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
@@ -61,6 +70,7 @@ static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
         { "config", required_argument, NULL, 'c' },
         { "spool", required_argument, NULL, 's' },
         { "socket", required_argument, NULL, 'S' },
+        { "admin-socket", required_argument, NULL, 'A' },
         { "fsync", required_argument, NULL, 'f' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
@@ -68,11 +78,12 @@ static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
     };
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "c:s:S:f:hV", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:s:S:A:f:hV", opts, NULL)) != -1) {
         switch (opt) {
         case 'c': c->config = optarg; break;
         case 's': c->spool = optarg; break;
         case 'S': c->socket = optarg; break;
+        case 'A': c->admin_socket = optarg; break;
         case 'f': c->fsync = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("logshardd %s\n", LOGSHARD_VERSION); return 0;
@@ -100,6 +111,7 @@ static int load_settings(struct config *cfg, const struct daemon_args *a, char *
     } overrides[] = {
         { a->spool, "daemon", "spool", "--spool" },
         { a->socket, "daemon", "socket", "--socket" },
+        { a->admin_socket, "daemon", "admin_socket", "--admin-socket" },
         { a->fsync, "sync", "fsync", "--fsync" },
     };
     char why[768];
@@ -153,7 +165,7 @@ static void walk_close(uv_handle_t *h, void *arg)
 
 void daemon_maybe_finish(struct daemon *d)
 {
-    if (!d->draining || d->stopped || d->listener || !list_empty(&d->sessions) ||
+    if (!d->draining || d->stopped || d->listener || d->admin || !list_empty(&d->sessions) ||
         !list_empty(&d->shards))
         return;
     d->stats.syncs = io_syncs_done(d->io);
@@ -167,6 +179,8 @@ void daemon_maybe_finish(struct daemon *d)
     close_handle((uv_handle_t *)&d->age_timer);
     close_handle((uv_handle_t *)&d->sync_timer);
     notify_stop(d);
+    stats_stop(d);
+    metrics_stop(d);
     log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards, %" PRIu64
              " syncs this run); exiting",
              d->stats.records_received, d->stats.shards_sealed, d->stats.syncs);
@@ -180,6 +194,14 @@ static void on_listener_stopped(void *data)
     daemon_maybe_finish(d);
 }
 
+static void on_admin_stopped(void *data)
+{
+    struct daemon *d = data;
+
+    d->admin = NULL;
+    daemon_maybe_finish(d);
+}
+
 void daemon_begin_drain(struct daemon *d, const char *why)
 {
     if (d->draining)
@@ -190,6 +212,8 @@ void daemon_begin_drain(struct daemon *d, const char *why)
              list_empty(&d->sessions) ? "no" : "all");
     if (d->listener)
         listener_stop(d->listener, on_listener_stopped, d);
+    if (d->admin)
+        admin_stop(d->admin, on_admin_stopped, d);
     session_drain_all(d);
     daemon_maybe_finish(d);
 }
@@ -271,6 +295,7 @@ static void reload(struct daemon *d)
     } fixed[] = {
         { "[daemon] spool", offsetof(struct config, spool), true },
         { "[daemon] socket", offsetof(struct config, socket_path), true },
+        { "[daemon] admin_socket", offsetof(struct config, admin_socket), true },
         { "[daemon] socket_mode", offsetof(struct config, socket_mode), false },
         { "[daemon] io_backend", offsetof(struct config, io_backend), false },
         { "[daemon] socket_group", offsetof(struct config, socket_group), true },
@@ -316,6 +341,7 @@ static void reload(struct daemon *d)
     config_free(&d->config);
     d->config = fresh;
     arm_sync_timer(d);
+    metrics_reconfigure(d);
     (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
                          age_check_interval_ms(&d->config));
     d->last_error[0] = '\0';
@@ -416,8 +442,23 @@ static int run(struct daemon *d)
     d->sync_timer.data = d;
     arm_sync_timer(d);
 
-    log_info("listening on %s%s, spool %s, fsync %s, %s", listener_path(d->listener),
-             listener_activated(d->listener) ? " (socket from systemd)" : "", d->config.spool,
+    stats_start(d);
+    /* Without the admin socket the daemon still does its main job; an
+     * operator loses logctl status, ls and rotate, and is told so. */
+    r = admin_start(d, &d->admin, why, sizeof(why));
+    if (r < 0) {
+        d->admin = NULL;
+        log_error("%s; logctl status, ls and rotate will not reach this daemon", why);
+        notify_set_error(d, "%s", why);
+    }
+    if (metrics_start(d) < 0)
+        log_error("metrics file %s: out of memory; no metrics are written",
+                  d->config.metrics_file ? d->config.metrics_file : "(none)");
+
+    log_info("listening on %s%s, admin socket %s, spool %s, fsync %s, %s",
+             listener_path(d->listener),
+             listener_activated(d->listener) ? " (socket from systemd)" : "",
+             d->admin ? admin_path(d->admin) : "none", d->config.spool,
              config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
              io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring" : "thread-pool I/O");
     r = notify_start(d);
@@ -446,6 +487,8 @@ int main(int argc, char **argv)
         return r == 0 ? 0 : EXIT_USAGE;
 
     d.spool_fd = d.active_fd = d.done_fd = -1;
+    d.start_mono_ns = now_monotonic_ns();
+    d.start_real_ns = now_realtime_ns();
     list_init(&d.sessions);
     list_init(&d.paused_sessions);
     list_init(&d.shards);

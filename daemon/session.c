@@ -397,7 +397,23 @@ static void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
     va_end(ap);
     log_warning("%s: %s; closing the connection", who(s, w, sizeof(w)), msg);
     notify_set_error(s->d, "%s: %s", who(s, w, sizeof(w)), msg);
-    s->d->stats.protocol_errors++;
+    /* Each failure is counted once, by kind: refusals where they are
+     * decided (admit), write and sync failures in shard.c, and here what the
+     * peer got wrong and the timeouts. */
+    switch (code) {
+    case EPROTO:
+    case EBADMSG:
+    case EMSGSIZE:
+    case EINVAL:
+    case EPROTONOSUPPORT:
+        s->d->stats.protocol_errors++;
+        break;
+    case ETIMEDOUT:
+        s->d->stats.timeouts++;
+        break;
+    default:
+        break;
+    }
     s->error_code = code ? code : EPROTO;
     s->error_message = strdup(msg);
     if (!s->error_message) {
@@ -503,6 +519,7 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
     while (wire_append_iter_next(&it, &rec, &rlen)) {
         r = ensure_shard(s);
         if (r == -EMFILE && d->open_shards >= d->config.max_open_shards) {
+            d->stats.refused_limit++;
             session_fail(s, EMFILE, "max_open_shards (%" PRIu64 ") reached; no shard for it",
                          d->config.max_open_shards);
             return;
@@ -918,4 +935,52 @@ void session_drain_all(struct daemon *d)
 
     list_for_each_safe(n, tmp, &d->sessions)
         session_drain(list_entry(n, struct session, node));
+}
+
+size_t session_rotate(struct daemon *d, const char *producer, size_t *ret_busy)
+{
+    struct list_node *n, *tmp;
+    size_t retired = 0, busy = 0;
+
+    list_for_each_safe(n, tmp, &d->sessions) {
+        struct session *s = list_entry(n, struct session, node);
+
+        if (!s->hello_done || !s->current)
+            continue;
+        if (producer && strcmp(s->producer, producer) != 0)
+            continue;
+        if (s->state == SESSION_CLOSING) {
+            /* Closed, its close callback still to come, which would seal
+             * the shard a moment later: seal it now, so the caller sees it
+             * being sealed. Nobody waits for ACKs any more. */
+            retire_current(s);
+            retired++;
+            continue;
+        }
+        if (s->state != SESSION_OPEN)
+            continue; /* draining or failing: its shard is retired already */
+        if (!can_retire(s)) {
+            busy++;
+            continue;
+        }
+        retire_current(s);
+        retired++;
+        session_pump(s);
+    }
+    if (ret_busy)
+        *ret_busy = busy;
+    return retired;
+}
+
+uint64_t session_acks_pending(const struct daemon *d)
+{
+    uint64_t n = 0;
+
+    for (const struct list_node *p = d->sessions.next; p != &d->sessions; p = p->next) {
+        const struct session *s = list_entry(p, struct session, node);
+
+        if (s->state != SESSION_CLOSING)
+            n += s->received - acked_through(s);
+    }
+    return n;
 }

@@ -2,6 +2,8 @@
  * connection's shard and sends ACKs as the shard's writes complete. */
 #pragma once
 
+#include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 struct daemon;
@@ -25,3 +27,14 @@ void session_sweep(struct daemon *d);
 /* Memory was given back: sessions paused for the daemon's memory limit may
  * read again. */
 void session_resume_paused(struct daemon *d);
+
+/* Retires the current shard of every open session of producer (NULL: of
+ * every producer) now, as a full shard would be: it is sealed once its
+ * writes are done, and the session's next record opens a new shard. Used by
+ * the admin socket's rotate. Returns how many shards were retired;
+ * *ret_busy (may be NULL) gets how many sessions could not retire theirs
+ * now because too many of their older shards are still being written. */
+size_t session_rotate(struct daemon *d, const char *producer, size_t *ret_busy);
+
+/* Records received on open connections and not yet acknowledged. */
+uint64_t session_acks_pending(const struct daemon *d);

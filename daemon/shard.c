@@ -22,6 +22,7 @@
 #include "seal.h"
 #include "session.h"
 #include "shard_format.h"
+#include "stats.h"
 
 #define SHARD_BATCH_INITIAL (64u * 1024u)
 
@@ -164,6 +165,12 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     h.pid = ident->pid;
     h.shard_id = s->id;
     h.created_ns = now_realtime_ns();
+    memcpy(s->producer, ident->producer, ident->producer_len);
+    s->producer[ident->producer_len] = '\0';
+    s->uid = ident->uid;
+    s->gid = ident->gid;
+    s->pid = ident->pid;
+    s->created_ns = h.created_ns;
     h.producer_len = ident->producer_len;
     memcpy(h.producer, ident->producer, ident->producer_len);
     r = batch_reserve(d, &s->filling, shard_header_size(h.producer_len));
@@ -199,6 +206,9 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
     s->filling.len += shard_encode_record(s->filling.buf + s->filling.len, rec, len,
                                           timestamp_ns);
     s->filling.records++;
+    if (s->records_queued == 0)
+        s->first_record_ns = timestamp_ns;
+    s->last_record_ns = timestamp_ns;
     s->records_queued++;
     s->size_queued += SHARD_RECORD_HEADER + (uint64_t)len;
     mark_dirty(s);
@@ -258,6 +268,7 @@ static void queue_sync(struct shard *s, uint64_t size, uint64_t records)
     s->sync_wanted = false;
     s->sync_size = size;
     s->sync_records = records;
+    s->sync_queued_ns = now_monotonic_ns();
     io_queue(s->d->io, req);
 }
 
@@ -397,6 +408,8 @@ static void on_sync(struct io_req *req, int res)
         maybe_start_seal(s);
         return;
     }
+    if (res >= 0)
+        stats_observe_fsync(&s->d->stats, now_monotonic_ns() - s->sync_queued_ns);
     if (res >= 0 && s->sync_size > s->size_synced) {
         s->size_synced = s->sync_size;
         s->records_synced = s->sync_records;
@@ -477,6 +490,8 @@ void shard_sealed(struct shard *s, int err)
     list_del(&s->node);
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
+    if (d->shard_sealed_hook)
+        d->shard_sealed_hook(d, s, err);
     shard_free(s);
     daemon_maybe_finish(d);
 }

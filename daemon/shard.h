@@ -27,6 +27,7 @@
 
 #include "io.h"
 #include "list.h"
+#include "wire.h"
 
 struct daemon;
 struct shard;
@@ -61,6 +62,11 @@ struct shard {
     const struct shard_events *events;
 
     uint64_t id;
+    char producer[WIRE_PRODUCER_NAME_MAX + 1]; /* for the admin socket's ls and rotate */
+    uint32_t uid, gid, pid;
+    uint64_t created_ns;      /* CLOCK_REALTIME, as in the header */
+    uint64_t first_record_ns; /* receive times of the first and last record */
+    uint64_t last_record_ns;  /* appended (0 while there is none) */
     char *tmp_name;  /* relative to d->active_fd */
     char *done_name; /* relative to d->done_fd */
     int fd;
@@ -85,6 +91,7 @@ struct shard {
     bool sync_wanted;          /* a linked sync was cancelled; issue it after the write */
     uint64_t sync_size;        /* what the sync in flight will prove, once done */
     uint64_t sync_records;
+    uint64_t sync_queued_ns;   /* monotonic: for the fsync latency histogram */
     uint64_t dirty_since_ns;   /* interval: when written data first went unsynced */
     int sync_error;            /* a failed fdatasync: nothing after size_synced is trusted */
 
@@ -139,7 +146,8 @@ void shard_write_dirty(void *daemon);
  * written data has waited at least half of fsync_interval. */
 void shard_sync_due(struct daemon *d);
 
-/* Used by seal.c once the seal chain has finished (err 0 or negative). */
+/* Used by seal.c once the seal chain has finished (err 0 or negative).
+ * Tells d->shard_sealed_hook, then frees the shard. */
 void shard_sealed(struct shard *s, int err);
 
 /* Name of the shard file for messages: active/<tmp_name>. */

@@ -71,6 +71,7 @@ void harness_init(struct harness *h)
     h->dir = strdup(tmpl);
     h->spool = harness_path(h->dir, "spool");
     h->sock = harness_path(h->dir, "producer.sock");
+    h->admin_sock = harness_path(h->dir, "admin.sock");
     h->config = harness_path(h->dir, "logshard.conf");
     h->log = harness_path(h->dir, "daemon.log");
     h->notify_path = harness_path(h->dir, "notify.sock");
@@ -199,6 +200,8 @@ void harness_start(struct harness *h, const char *const *extra)
     argv[n++] = h->spool;
     argv[n++] = "--socket";
     argv[n++] = h->sock;
+    argv[n++] = "--admin-socket";
+    argv[n++] = h->admin_sock;
     for (size_t i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -408,6 +411,7 @@ void harness_cleanup(struct harness *h)
     free(h->dir);
     free(h->spool);
     free(h->sock);
+    free(h->admin_sock);
     free(h->config);
     free(h->log);
     free(h->notify_path);

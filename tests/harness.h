@@ -12,6 +12,7 @@ struct harness {
     char *dir;
     char *spool;
     char *sock;
+    char *admin_sock; /* passed as --admin-socket by harness_start */
     char *config;
     char *log;
     char *notify_path;
@@ -31,8 +32,8 @@ void harness_init(struct harness *h);
 /* Writes text to the config file. */
 void harness_write_config(struct harness *h, const char *text);
 
-/* Starts logshardd with --config, --spool and --socket pointing into the
- * directory, plus extra arguments (NULL-terminated, may be NULL), and waits
+/* Starts logshardd with --config, --spool, --socket and --admin-socket
+ * pointing into the directory, plus extra arguments (NULL-terminated, may be NULL), and waits
  * up to 20 s for READY=1. Fails the test when it does not come. */
 void harness_start(struct harness *h, const char *const *extra);
 

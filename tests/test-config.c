@@ -81,6 +81,8 @@ static void assert_config_equal(const struct config *a, const struct config *b)
     assert_true(a->max_open_shards == b->max_open_shards);
     assert_true(a->hello_timeout_ms == b->hello_timeout_ms);
     assert_true(a->idle_timeout_ms == b->idle_timeout_ms);
+    assert_string_equal(a->admin_socket, b->admin_socket);
+    assert_true(a->metrics_interval_ms == b->metrics_interval_ms);
 }
 
 static void assert_defaults(const struct config *c)
@@ -97,6 +99,9 @@ static void assert_defaults(const struct config *c)
     assert_true(c->fsync_interval_ms == 1000);
     assert_true(c->io_backend == IO_BACKEND_AUTO);
     assert_null(c->socket_group);
+    assert_string_equal(c->admin_socket, "/run/logshard/admin.sock");
+    assert_null(c->metrics_file);
+    assert_true(c->metrics_interval_ms == 15000);
     assert_true(c->max_producers == 1024);
     assert_true(c->max_producers_per_uid == 0);
     assert_true(c->memory_limit_bytes == 256 * MIB);
@@ -204,6 +209,8 @@ static void expect_set_fails(struct config *c, const char *section, const char *
     before = *c;
     before.spool = strdup(c->spool);
     before.socket_path = strdup(c->socket_path);
+    before.admin_socket = strdup(c->admin_socket);
+    before.metrics_file = c->metrics_file ? strdup(c->metrics_file) : NULL;
     assert_non_null(before.spool);
     assert_non_null(before.socket_path);
     if (config_set(c, section, key, value, why, sizeof(why)) != want_rc)
@@ -353,6 +360,8 @@ static void expect_load_fails(struct fixture *f, const char *text, int want_rc,
     before = f->c;
     before.spool = strdup(f->c.spool);
     before.socket_path = strdup(f->c.socket_path);
+    before.admin_socket = strdup(f->c.admin_socket);
+    before.metrics_file = f->c.metrics_file ? strdup(f->c.metrics_file) : NULL;
     assert_non_null(before.spool);
     assert_non_null(before.socket_path);
     write_conf(f, text);
@@ -780,11 +789,44 @@ static void test_limit_and_access_keys(void **state)
     assert_non_null(strstr(why, "memory_limit_bytes"));
 }
 
+/* The operator keys: where the admin socket is, and the metrics file. */
+static void test_admin_and_metrics_keys(void **state)
+{
+    struct fixture *f = *state;
+    char why[256];
+
+    assert_int_equal(config_set(&f->c, "daemon", "admin_socket", "/tmp/a.sock", why,
+                                sizeof(why)),
+                     0);
+    assert_string_equal(f->c.admin_socket, "/tmp/a.sock");
+    assert_int_equal(config_set(&f->c, "daemon", "admin_socket", "", why, sizeof(why)), -EINVAL);
+    assert_string_equal(f->c.admin_socket, "/tmp/a.sock");
+    assert_int_equal(config_set(&f->c, "daemon", "metrics_file", "/tmp/m.prom", why,
+                                sizeof(why)),
+                     0);
+    assert_string_equal(f->c.metrics_file, "/tmp/m.prom");
+    assert_int_equal(config_set(&f->c, "daemon", "metrics_interval_s", "30", why, sizeof(why)),
+                     0);
+    assert_true(f->c.metrics_interval_ms == 30000);
+    assert_int_equal(config_set(&f->c, "daemon", "metrics_interval_s", "1h", why, sizeof(why)),
+                     0);
+    assert_true(f->c.metrics_interval_ms == 3600000);
+    assert_int_equal(config_set(&f->c, "daemon", "metrics_interval_s", "500ms", why,
+                                sizeof(why)),
+                     -ERANGE);
+    assert_string_equal(why, "metrics_interval_s: 500ms is out of range (1000 to 3600000 ms)");
+    assert_int_equal(config_set(&f->c, "daemon", "metrics_interval_s", "2h", why, sizeof(why)),
+                     -ERANGE);
+    assert_true(f->c.metrics_interval_ms == 3600000);
+}
+
 static void test_key_at(void **state)
 {
     static const char *const want[][2] = {
         { "daemon", "spool" }, { "daemon", "socket" }, { "daemon", "socket_mode" },
-        { "daemon", "io_backend" }, { "daemon", "socket_group" }, { "sync", "fsync" },
+        { "daemon", "io_backend" }, { "daemon", "socket_group" },
+        { "daemon", "admin_socket" }, { "daemon", "metrics_file" },
+        { "daemon", "metrics_interval_s" }, { "sync", "fsync" },
         { "sync", "fsync_interval" },
         { "limits", "max_record_bytes" }, { "limits", "max_frame_bytes" },
         { "limits", "session_buffer_bytes" }, { "limits", "max_producers" },
@@ -843,6 +885,9 @@ static void test_example_file(void **state)
     from_comments.socket_mode = from_comments.max_record_bytes = 1;
     from_comments.max_frame_bytes = from_comments.session_buffer_bytes = 1;
     from_comments.max_shard_bytes = from_comments.max_shard_age_ms = 1;
+    from_comments.metrics_interval_ms = 1;
+    free(from_comments.admin_socket);
+    from_comments.admin_socket = strdup("/unset");
 
     fp = fopen(path, "re");
     assert_non_null(fp);
@@ -916,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_uint),
         cmocka_unit_test(test_parse_uint_other_whitespace),
+        cmocka_unit_test_setup_teardown(test_admin_and_metrics_keys, setup, teardown),
         cmocka_unit_test(test_key_at),
         cmocka_unit_test_setup_teardown(test_example_file, setup, teardown),
     };

@@ -1,4 +1,5 @@
-/* logctl cat: prints the records of shard and merged files, one per line.
+/* logctl cat: prints the records of shard and merged files, or of a whole
+ * spool, one per line, or one JSON object per line.
  *
  * It reads through the same shard reader as merge and recovery, so what cat
  * prints is exactly what the rest of the project considers valid. On a bad
@@ -6,26 +7,46 @@
  * the reason, and goes on with the next file: a damaged file should not hide
  * the good ones. Payloads are written as they are (binary-safe); a payload
  * that itself contains '\n' therefore spans lines, which is the documented
- * price of the plain line format. */
+ * price of the plain line format. --json has no such price: every payload
+ * is one JSON string, or base64 when it is not UTF-8.
+ *
+ * Without FILE it reads the spool: the sealed shards of done/ and the ones
+ * being written in active/ (up to their last complete record; a torn tail
+ * there is a write in progress, not damage), by producer and then shard id,
+ * which is each producer's order of arrival. --since and --until select by
+ * the daemon's receive time; --follow (follow.c) keeps printing what
+ * arrives. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cat.h"
 #include "fileutil.h"
+#include "json.h"
 #include "logctl.h"
+#include "merge.h"
 #include "shard_format.h"
+
+#define MAX_PRODUCERS 64
 
 static void cat_help(void)
 {
-    printf("Usage: logctl cat [--meta] FILE...\n"
+    printf("Usage: logctl cat [OPTIONS] FILE...\n"
+           "       logctl cat [OPTIONS] [--spool DIR | --config FILE]\n"
+           "       logctl cat --follow [--producer NAME] [--spool DIR] [--json|--meta]\n"
            "\n"
-           "Print every record of each shard or merged FILE to standard output: the\n"
-           "payload exactly as stored, then '\\n'.\n"
+           "Print the records of each shard or merged FILE to standard output: the\n"
+           "payload exactly as stored, then '\\n'. Without FILE, print the records of\n"
+           "the spool: its sealed shards (done/) and the shards being written\n"
+           "(active/, up to their last complete record), by producer, then in the\n"
+           "order they were received.\n"
            "\n"
            "With --meta, each line starts with\n"
            "  <producer> <time> <shard id> \n"
@@ -34,39 +55,112 @@ static void cat_help(void)
            "digits of the file name; the three are separated by single spaces and a\n"
            "space separates them from the payload.\n"
            "\n"
+           "With --json, each record is one JSON object on one line:\n"
+           "  {\"producer\":..,\"uid\":..,\"gid\":..,\"pid\":..,\"time\":..,\"shard\":..,\"payload\":..}\n"
+           "time is RFC 3339 in UTC with nanoseconds; payload is the record as a\n"
+           "string, or \"payload_base64\" instead when the record is not valid UTF-8.\n"
+           "\n"
            "Options:\n"
-           "  -m, --meta   prefix each record with its producer, time and shard id\n"
-           "  -h, --help   show this help\n"
+           "  -p, --producer NAME   only records of producer NAME (may be repeated)\n"
+           "  -S, --since TIME      only records received at or after TIME\n"
+           "  -U, --until TIME      only records received at or before TIME\n"
+           "  -m, --meta            prefix each record with its producer, time and shard\n"
+           "  -j, --json            one JSON object per record\n"
+           "  -f, --follow          keep printing the records appended to the active\n"
+           "                        shards (of --producer, else of every producer) from\n"
+           "                        now on, like tail -f, following each producer into\n"
+           "                        its next shard; stop with Ctrl-C\n"
+           "  -s, --spool DIR       the spool to read without FILE, and for --follow\n"
+           "                        (default: [daemon] spool of the config file, else\n"
+           "                        /var/lib/logshard)\n"
+           "  -c, --config FILE     the daemon's config file, to find the spool\n"
+           "  -h, --help            show this help\n"
+           "\n"
+           "TIME is what journalctl takes: \"2026-12-01 10:00\", \"2026-12-01 10:00:30\",\n"
+           "\"10:00\" (today), \"today\", \"yesterday\", \"now\", relative \"-1h\", \"-30m\",\n"
+           "\"-2d\", \"1h ago\", or \"@UNIXTIME\"; local time unless it ends in Z or UTC.\n"
            "\n"
            "A damaged file is printed up to its last valid record, then the file,\n"
            "offset and reason are reported on standard error and cat goes on with\n"
            "the next file.\n"
            "Exit status: 0 all files valid, 1 a file was missing or damaged or output\n"
-           "failed, 2 usage error.\n");
+           "failed, 2 usage error or the spool could not be read for lack of\n"
+           "permission.\n");
 }
 
-/* RFC 3339, UTC, microseconds: "YYYY-mm-ddTHH:MM:SS.uuuuuuZ". */
-static int format_time(uint64_t ns, char *out, size_t size)
+bool cat_wants_producer(const struct cat_opts *o, const char *producer)
 {
-    time_t secs = (time_t)(ns / 1000000000u);
-    unsigned usec = (unsigned)(ns % 1000000000u / 1000u);
-    struct tm tm;
-    size_t n;
-
-    if (!gmtime_r(&secs, &tm))
-        return -EOVERFLOW;
-    n = strftime(out, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (n == 0 || snprintf(out + n, size - n, ".%06uZ", usec) >= (int)(size - n))
-        return -EOVERFLOW;
-    return 0;
+    if (o->n_producers == 0)
+        return true;
+    for (size_t i = 0; i < o->n_producers; i++)
+        if (strcmp(o->producers[i], producer) == 0)
+            return true;
+    return false;
 }
 
-static int print_record(const struct shard_item *item, bool meta)
+static int print_json(const struct shard_item *item)
 {
-    if (meta) {
+    struct json_out o;
+    char when[64], hex[17];
+    char *text = NULL;
+    size_t len;
+    int r;
+
+    if (rfc3339_format(item->timestamp_ns, 9, when, sizeof(when)) < 0)
+        snprintf(when, sizeof(when), "@%" PRIu64 "ns", item->timestamp_ns);
+    snprintf(hex, sizeof(hex), "%016" PRIx64, item->header->shard_id);
+    json_out_init(&o);
+    json_obj_begin(&o);
+    json_key(&o, "producer");
+    json_cstr(&o, item->header->producer);
+    json_key(&o, "uid");
+    json_u64(&o, item->header->uid);
+    json_key(&o, "gid");
+    json_u64(&o, item->header->gid);
+    json_key(&o, "pid");
+    json_u64(&o, item->header->pid);
+    json_key(&o, "time");
+    json_cstr(&o, when);
+    json_key(&o, "shard");
+    json_cstr(&o, hex);
+    if (utf8_valid(item->payload, item->len)) {
+        json_key(&o, "payload");
+        json_str(&o, item->payload, item->len);
+    } else {
+        char *b64 = malloc(base64_encoded_len(item->len) + 1);
+
+        if (!b64) {
+            json_out_free(&o);
+            return -ENOMEM;
+        }
+        base64_encode(item->payload, item->len, b64);
+        json_key(&o, "payload_base64");
+        json_cstr(&o, b64);
+        free(b64);
+    }
+    json_obj_end(&o);
+    json_raw(&o, "\n", 1);
+    r = json_out_finish(&o, &text, &len);
+    if (r < 0)
+        return r;
+    if (fwrite(text, 1, len, stdout) != len)
+        r = errno ? -errno : -EIO;
+    free(text);
+    return r;
+}
+
+int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
+{
+    if (item->timestamp_ns < o->since_ns || item->timestamp_ns > o->until_ns ||
+        !cat_wants_producer(o, item->header->producer))
+        return 0;
+    errno = 0;
+    if (o->json)
+        return print_json(item);
+    if (o->meta) {
         char when[64];
 
-        if (format_time(item->timestamp_ns, when, sizeof(when)) < 0)
+        if (rfc3339_format(item->timestamp_ns, 6, when, sizeof(when)) < 0)
             snprintf(when, sizeof(when), "@%" PRIu64 "ns", item->timestamp_ns);
         printf("%s %s %016" PRIx64 " ", item->header->producer, when, item->header->shard_id);
     }
@@ -75,23 +169,17 @@ static int print_record(const struct shard_item *item, bool meta)
     return 0;
 }
 
-/* Returns 0 when the whole file was valid, or a negative errno when it was
- * missing or damaged, which is reported here. When standard output fails,
- * *ret_out_err gets the errno and the caller reports it once. */
-static int cat_file(const char *path, bool meta, int *ret_out_err)
+/* Prints the wanted records of the file open as fd (shown as path). A torn
+ * tail is no error when it is being written (torn_ok). Returns 0 when the
+ * file was valid, or a negative errno when it was damaged (reported here);
+ * when standard output fails, *ret_out_err gets the errno. */
+static int cat_fd(int fd, const char *path, const struct cat_opts *o, bool torn_ok,
+                  int *ret_out_err)
 {
-    _cleanup_close_ int fd = -1;
     struct shard_reader *reader = NULL;
     struct shard_item item;
     int r;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        r = -errno;
-        fflush(stdout);
-        fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
-        return r;
-    }
     r = shard_reader_new(&reader, fd);
     if (r < 0) {
         fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
@@ -100,14 +188,15 @@ static int cat_file(const char *path, bool meta, int *ret_out_err)
     while ((r = shard_reader_next(reader, &item)) > 0) {
         if (item.kind != SHARD_ITEM_RECORD)
             continue;
-        errno = 0;
-        r = print_record(&item, meta);
+        r = cat_print_record(o, &item);
         if (r < 0) {
             *ret_out_err = -r;
             shard_reader_free(reader);
             return r;
         }
     }
+    if (r == -ENODATA && torn_ok)
+        r = 0;
     if (r < 0) {
         uint64_t off;
         const char *why;
@@ -126,37 +215,283 @@ static int cat_file(const char *path, bool meta, int *ret_out_err)
     return r;
 }
 
+static int cat_path(const char *path, const struct cat_opts *o, int *ret_out_err)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        int r = -errno;
+        fflush(stdout);
+        fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
+        return r;
+    }
+    return cat_fd(fd, path, o, false, ret_out_err);
+}
+
+/* ---- the spool ---- */
+
+struct spool_file {
+    char producer[WIRE_PRODUCER_NAME_MAX + 1];
+    uint64_t id;
+    bool active;
+    char *name;
+};
+
+static int cmp_spool_file(const void *a, const void *b)
+{
+    const struct spool_file *x = a, *y = b;
+    int c = strcmp(x->producer, y->producer);
+
+    if (c)
+        return c;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* "<producer>.<16 hex>.tmp", as in active/. */
+static int parse_active_name(const char *name, char *ret_producer, uint64_t *ret_id)
+{
+    size_t len = strlen(name);
+    _cleanup_free_ char *as_shard = NULL;
+
+    if (len < 5 || strcmp(name + len - 4, ".tmp") != 0)
+        return -EINVAL;
+    if (asprintf(&as_shard, "%.*s.shard", (int)(len - 4), name) < 0) {
+        as_shard = NULL;
+        return -ENOMEM;
+    }
+    return merge_parse_source_name(as_shard, ret_producer, ret_id);
+}
+
+static int list_active(int active_fd, const struct cat_opts *o, struct spool_file **v,
+                       size_t *n, size_t *cap)
+{
+    int fd = fcntl(active_fd, F_DUPFD_CLOEXEC, 0);
+    struct dirent *de;
+    DIR *dir;
+    int r = 0;
+
+    dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        r = -errno;
+        if (fd >= 0)
+            (void)close(fd); /* never read */
+        return r;
+    }
+    while ((de = readdir(dir)) != NULL) {
+        struct spool_file f = { .active = true };
+
+        if (de->d_name[0] == '.' || parse_active_name(de->d_name, f.producer, &f.id) < 0 ||
+            !cat_wants_producer(o, f.producer))
+            continue;
+        if (*n == *cap) {
+            struct spool_file *nv = reallocarray(*v, *cap ? *cap * 2 : 32, sizeof(**v));
+            if (!nv) {
+                r = -ENOMEM;
+                break;
+            }
+            *v = nv;
+            *cap = *cap ? *cap * 2 : 32;
+        }
+        f.name = strdup(de->d_name);
+        if (!f.name) {
+            r = -ENOMEM;
+            break;
+        }
+        (*v)[(*n)++] = f;
+    }
+    (void)closedir(dir); /* read-only directory stream */
+    return r;
+}
+
+static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
+                     int *ret_out_err)
+{
+    _cleanup_free_ char *active_path = path_join(spool, "active");
+    _cleanup_free_ char *done_path = path_join(spool, "done");
+    _cleanup_close_ int active_fd = -1;
+    _cleanup_close_ int done_fd = -1;
+    struct merge_source *src = NULL;
+    struct spool_file *v = NULL;
+    size_t n_src = 0, n = 0, cap = 0;
+    int r;
+
+    if (!active_path || !done_path)
+        return -ENOMEM;
+    done_fd = open(done_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (done_fd < 0) {
+        r = -errno;
+        fprintf(stderr, "logctl: cat: %s: %s\n", done_path, strerror(errno));
+        return r;
+    }
+    r = merge_list_sources(done_fd, &src, &n_src);
+    if (r < 0) {
+        fprintf(stderr, "logctl: cat: %s: cannot list: %s\n", done_path, strerror(-r));
+        return r;
+    }
+    for (size_t i = 0; i < n_src && r == 0; i++) {
+        if (!cat_wants_producer(o, src[i].producer))
+            continue;
+        if (n == cap) {
+            struct spool_file *nv = reallocarray(v, cap ? cap * 2 : 32, sizeof(*v));
+            if (!nv) {
+                r = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = cap ? cap * 2 : 32;
+        }
+        memcpy(v[n].producer, src[i].producer, sizeof(v[n].producer));
+        v[n].id = src[i].id;
+        v[n].active = false;
+        v[n].name = src[i].name;
+        src[i].name = NULL;
+        n++;
+    }
+    merge_sources_free(src, n_src);
+    active_fd = open(active_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (r == 0 && active_fd >= 0)
+        r = list_active(active_fd, o, &v, &n, &cap);
+    if (r == 0 && n > 1)
+        qsort(v, n, sizeof(*v), cmp_spool_file);
+
+    for (size_t i = 0; i < n && r == 0; i++) {
+        _cleanup_free_ char *shown = NULL;
+        _cleanup_close_ int fd = -1;
+        bool torn_ok = v[i].active;
+
+        fd = openat(v[i].active ? active_fd : done_fd, v[i].name,
+                    O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT && v[i].active) {
+            /* Sealed since the listing: it is in done/ now, complete. */
+            char *done_name = NULL;
+
+            if (asprintf(&done_name, "%s.%016" PRIx64 ".shard", v[i].producer, v[i].id) < 0)
+                done_name = NULL;
+            if (done_name)
+                fd = openat(done_fd, done_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+            torn_ok = false;
+            free(v[i].name);
+            v[i].name = done_name;
+            v[i].active = false;
+        }
+        if (!v[i].name) {
+            r = -ENOMEM;
+            break;
+        }
+        if (asprintf(&shown, "%s/%s", v[i].active ? active_path : done_path, v[i].name) < 0) {
+            shown = NULL;
+            r = -ENOMEM;
+            break;
+        }
+        if (fd < 0) {
+            if (errno == ENOENT)
+                continue; /* merged with --delete since the listing */
+            fflush(stdout);
+            fprintf(stderr, "logctl: cat: %s: %s\n", shown, strerror(errno));
+            *failed = true;
+            continue;
+        }
+        if (cat_fd(fd, shown, o, torn_ok, ret_out_err) < 0)
+            *failed = true;
+        if (*ret_out_err)
+            break;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+    if (r == -ENOMEM)
+        fprintf(stderr, "logctl: cat: out of memory\n");
+    return r;
+}
+
 int logctl_cat(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "meta", no_argument, NULL, 'm' },
+        { "json", no_argument, NULL, 'j' },
+        { "producer", required_argument, NULL, 'p' },
+        { "since", required_argument, NULL, 'S' },
+        { "until", required_argument, NULL, 'U' },
+        { "follow", no_argument, NULL, 'f' },
+        { "spool", required_argument, NULL, 's' },
+        { "config", required_argument, NULL, 'c' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    bool meta = false, failed = false;
+    const char *producers[MAX_PRODUCERS];
+    struct cat_opts o = { .producers = producers, .until_ns = UINT64_MAX };
+    const char *spool_opt = NULL, *config = NULL;
+    uint64_t now = now_realtime_ns();
+    bool failed = false, follow = false;
     int out_err = 0;
-    int opt;
+    int opt, r;
 
-    while ((opt = getopt_long(argc, argv, ":mh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":mjp:S:U:fs:c:h", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'm':
-            meta = true;
+        case 'm': o.meta = true; break;
+        case 'j': o.json = true; break;
+        case 'p':
+            if (wire_check_producer_name(optarg, strlen(optarg)) < 0)
+                return logctl_usage_error("cat", "--producer '%s': names are %s", optarg,
+                                          wire_producer_name_rule);
+            if (o.n_producers == MAX_PRODUCERS)
+                return logctl_usage_error("cat", "at most %d --producer options",
+                                          MAX_PRODUCERS);
+            producers[o.n_producers++] = optarg;
             break;
-        case 'h':
-            cat_help();
-            return LOGCTL_EXIT_OK;
-        default:
-            return logctl_option_error("cat", opt, argv);
+        case 'S':
+        case 'U': {
+            uint64_t t;
+
+            r = logctl_parse_time(optarg, now, &t);
+            if (r < 0)
+                return logctl_usage_error(
+                    "cat", "%s '%s': %s", opt == 'S' ? "--since" : "--until", optarg,
+                    r == -ERANGE ? "out of range"
+                                 : "not a time (e.g. \"2026-12-01 10:00\", \"yesterday\", \"-1h\")");
+            if (opt == 'S')
+                o.since_ns = t;
+            else
+                o.until_ns = t;
+            break;
+        }
+        case 'f': follow = true; break;
+        case 's': spool_opt = optarg; break;
+        case 'c': config = optarg; break;
+        case 'h': cat_help(); return LOGCTL_EXIT_OK;
+        default: return logctl_option_error("cat", opt, argv);
         }
     }
-    if (optind >= argc)
-        return logctl_usage_error("cat", "no file given");
+    if (o.since_ns > o.until_ns)
+        return logctl_usage_error("cat", "--since is after --until");
+    if (optind < argc && (spool_opt || config || follow))
+        return logctl_usage_error("cat", "give FILE... or a spool (--spool, --config, "
+                                         "--follow), not both");
 
-    for (int i = optind; i < argc; i++) {
-        if (cat_file(argv[i], meta, &out_err) < 0)
-            failed = true;
-        if (out_err != 0)
-            break; /* nobody can read what we would print */
+    if (follow || optind >= argc) {
+        char *spool = NULL;
+
+        r = logctl_spool("cat", spool_opt, config, &spool);
+        if (r != 0)
+            return r;
+        if (follow) {
+            r = cat_follow(&o, spool);
+            free(spool);
+            return r;
+        }
+        r = cat_spool(spool, &o, &failed, &out_err);
+        free(spool);
+        if (r < 0 && !out_err) {
+            fflush(stdout);
+            return logctl_exit_for_errno(r);
+        }
+    } else {
+        for (int i = optind; i < argc; i++) {
+            if (cat_path(argv[i], &o, &out_err) < 0)
+                failed = true;
+            if (out_err != 0)
+                break; /* nobody can read what we would print */
+        }
     }
     errno = 0;
     if (out_err == 0 && fflush(stdout) != 0)

@@ -7,6 +7,7 @@ packages=(
   libuv1-dev liburing-dev libinih-dev libsystemd-dev libcmocka-dev
   systemd python3
   valgrind  # tests/test-limits.c runs a producer under it
+  prometheus  # promtool: tests/test-admin.c checks the metrics file with it
   clang libclang-rt-14-dev  # tools/fuzz.sh: clang's libFuzzer and sanitizers
   groff-base man-db debhelper dpkg-dev systemd-container  # tests/test-packaging.sh
 )

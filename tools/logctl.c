@@ -5,19 +5,24 @@
  * never prints, and everything a user sees from a merge is written here.
  *
  * Exit status everywhere: 0 success, 1 a problem found or an operation
- * failed, 2 usage error. Errors go to stderr, prefixed "logctl: <command>:"
- * and naming the file and the reason. */
+ * failed, 2 usage error or access refused. Errors go to stderr, prefixed
+ * "logctl: <command>:" and naming the file and the reason. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fileutil.h"
+#include "json.h"
 #include "logctl.h"
 #include "logshard-build.h"
 #include "merge.h"
+#include "progress.h"
+#include "wire.h"
 
 int logctl_option_error(const char *command, int opt, char **argv)
 {
@@ -51,9 +56,10 @@ int logctl_usage_error(const char *command, const char *fmt, ...)
 
 static void merge_help(void)
 {
-    printf("Usage: logctl merge --spool DIR [--output FILE] [--delete] [--verbose]\n"
+    printf("Usage: logctl merge [--spool DIR] [--producer NAME] [--before TIME]\n"
+           "                    [--output FILE] [--delete] [--verbose] [--config FILE]\n"
            "\n"
-           "Concatenate every sealed shard in DIR/done/ into one merged file, which\n"
+           "Concatenate the sealed shards in DIR/done/ into one merged file, which\n"
            "'logctl cat' reads like a shard. Only files named\n"
            "<producer>.<16 lowercase hex digit id>.shard are taken; temp files,\n"
            "dotfiles and other names are ignored. Without --delete the sources are\n"
@@ -76,18 +82,33 @@ static void merge_help(void)
            "merge, which says so on its first line. A merge killed at any instant and\n"
            "run again leaves every record in exactly one output file.\n"
            "\n"
+           "Selection: every sealed shard, or with --producer only that producer's,\n"
+           "and with --before only the shards whose every record was received before\n"
+           "TIME (whole shards only: one that straddles TIME stays for a later merge).\n"
+           "\n"
            "Options:\n"
-           "  -s, --spool DIR     the daemon's spool directory (required)\n"
+           "  -s, --spool DIR     the daemon's spool directory (default: [daemon] spool\n"
+           "                      of the config file, else /var/lib/logshard)\n"
+           "  -p, --producer NAME only the shards of producer NAME\n"
+           "  -B, --before TIME   only shards whose records all came before TIME; TIME\n"
+           "                      as in logctl cat: \"2026-12-01 00:00\", \"today\", \"-1h\"\n"
            "  -o, --output FILE   where to write; default\n"
            "                      DIR/merged/merged-<UTC YYYYmmddTHHMMSS.nnnnnnnnnZ>.lsm\n"
            "                      (DIR/merged/ is created when missing)\n"
            "  -d, --delete        remove the merged shards from DIR/done/ once the\n"
            "                      output is durable\n"
            "  -v, --verbose       also print one line per merged shard\n"
+           "  -c, --config FILE   the daemon's config file, to find the spool\n"
+           "  -j, --json          print one JSON object instead of the summary: ok,\n"
+           "                      output, shards, records, bytes, deleted, sources,\n"
+           "                      recovery (null, finished, rolled_back), error\n"
            "  -h, --help          show this help\n"
            "\n"
-           "Prints a summary: shards, records, bytes and the output path. With no\n"
-           "sealed shard it says so, creates nothing and exits 0.\n"
+           "On a terminal, a merge that takes longer than a second shows a progress\n"
+           "line (bytes and shards done, rate, time left) on standard error, erased\n"
+           "when it ends. Prints a summary: shards, records, bytes and the output\n"
+           "path. With no sealed shard to merge it says so, creates nothing and\n"
+           "exits 0.\n"
            "Exit status: 0 merged (or nothing to merge), 1 failed (also when another\n"
            "merge is running on DIR), 2 usage error.\n");
 }
@@ -114,10 +135,76 @@ static void print_recovery(const struct merge_result *res)
     }
 }
 
+/* merge --json: one object saying what happened, also on failure. */
+static void print_merge_json(const struct merge_result *res, const struct merge_opts *opts,
+                             int r)
+{
+    static const char *const recovery[] = {
+        [MERGE_RECOVERY_NONE] = NULL,
+        [MERGE_RECOVERY_FINISHED] = "finished",
+        [MERGE_RECOVERY_ROLLED_BACK] = "rolled_back",
+    };
+    struct json_out o;
+    char *text = NULL;
+    size_t len;
+
+    json_out_init(&o);
+    json_obj_begin(&o);
+    json_key(&o, "ok");
+    json_bool(&o, r == 0);
+    json_key(&o, "spool");
+    json_cstr(&o, opts->spool);
+    json_key(&o, "output");
+    json_cstr(&o, res->output_path);
+    json_key(&o, "shards");
+    json_u64(&o, res->shards);
+    json_key(&o, "records");
+    json_u64(&o, res->records);
+    json_key(&o, "bytes");
+    json_u64(&o, res->bytes);
+    json_key(&o, "deleted");
+    json_u64(&o, res->deleted);
+    json_key(&o, "copy_fallback");
+    json_bool(&o, res->used_fallback);
+    json_key(&o, "sources");
+    json_arr_begin(&o);
+    for (size_t i = 0; res->output_path && i < res->n_sources; i++) {
+        json_obj_begin(&o);
+        json_key(&o, "file");
+        json_cstr(&o, res->sources[i].name);
+        json_key(&o, "records");
+        json_u64(&o, res->sources[i].records);
+        json_key(&o, "bytes");
+        json_u64(&o, res->sources[i].bytes);
+        json_obj_end(&o);
+    }
+    json_arr_end(&o);
+    json_key(&o, "recovery");
+    json_cstr(&o, recovery[res->recovery]);
+    json_key(&o, "error");
+    json_cstr(&o, r < 0 ? (res->error ? res->error : strerror(-r)) : NULL);
+    json_obj_end(&o);
+    json_raw(&o, "\n", 1);
+    if (json_out_finish(&o, &text, &len) == 0) {
+        fputs(text, stdout);
+        free(text);
+    }
+}
+
+static void on_progress(const struct merge_progress *mp, void *userdata)
+{
+    progress_update(userdata, mp->phase == MERGE_PHASE_COPY, mp->shards_done, mp->shards_total,
+                    mp->bytes_done, mp->bytes_total);
+}
+
 int logctl_merge(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "spool", required_argument, NULL, 's' },
+        { "producer", required_argument, NULL, 'p' },
+        { "before", required_argument, NULL, 'B' },
+        { "config", required_argument, NULL, 'c' },
+        { "json", no_argument, NULL, 'j' },
         { "output", required_argument, NULL, 'o' },
         { "delete", no_argument, NULL, 'd' },
         { "verbose", no_argument, NULL, 'v' },
@@ -126,13 +213,36 @@ int logctl_merge(int argc, char **argv)
     };
     struct merge_opts opts = { 0 };
     struct merge_result res;
-    bool verbose = false;
+    struct progress prog;
+    const char *spool_opt = NULL, *config = NULL;
+    char *spool = NULL;
+    bool verbose = false, json = false;
     int opt, r;
 
-    while ((opt = getopt_long(argc, argv, ":s:o:dvh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":s:p:B:c:jo:dvh", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
-            opts.spool = optarg;
+            spool_opt = optarg;
+            break;
+        case 'p':
+            if (wire_check_producer_name(optarg, strlen(optarg)) < 0)
+                return logctl_usage_error("merge", "--producer '%s': names are %s", optarg,
+                                          wire_producer_name_rule);
+            opts.producer = optarg;
+            break;
+        case 'B':
+            r = logctl_parse_time(optarg, now_realtime_ns(), &opts.before_ns);
+            if (r < 0 || opts.before_ns == 0)
+                return logctl_usage_error("merge",
+                                          "--before '%s': not a time (e.g. \"2026-12-01 "
+                                          "00:00\", \"today\", \"-1h\")",
+                                          optarg);
+            break;
+        case 'c':
+            config = optarg;
+            break;
+        case 'j':
+            json = true;
             break;
         case 'o':
             opts.output = optarg;
@@ -152,24 +262,48 @@ int logctl_merge(int argc, char **argv)
     }
     if (optind < argc)
         return logctl_usage_error("merge", "unexpected argument '%s'", argv[optind]);
-    if (!opts.spool || !*opts.spool)
-        return logctl_usage_error("merge", "--spool DIR is required");
+    if (spool_opt && !*spool_opt)
+        return logctl_usage_error("merge", "--spool needs a directory");
     if (opts.output && !*opts.output)
         return logctl_usage_error("merge", "--output needs a file name");
+    r = logctl_spool("merge", spool_opt, config, &spool);
+    if (r != 0)
+        return r;
+    opts.spool = spool;
 
+    progress_init(&prog);
+    opts.progress = on_progress;
+    opts.userdata = &prog;
     r = merge_run(&opts, &res);
+    progress_clear(&prog);
+    if (json) {
+        print_merge_json(&res, &opts, r);
+        if (r < 0)
+            fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
+        merge_result_free(&res);
+        free(spool);
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "logctl: merge: write error on standard output: %s\n",
+                    strerror(errno));
+            return LOGCTL_EXIT_FAILURE;
+        }
+        return r < 0 ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
+    }
     /* Whatever else happened, an interrupted merge that was dealt with is
      * news: it changed files. */
     print_recovery(&res);
     if (r == 0 && res.n_sources == 0) {
-        printf("no sealed shards in %s/done; nothing merged, no file created\n", opts.spool);
+        printf("no sealed shards %sin %s/done; nothing merged, no file created\n",
+               opts.producer || opts.before_ns ? "selected " : "", opts.spool);
         merge_result_free(&res);
+        free(spool);
         return LOGCTL_EXIT_OK;
     }
     if (r < 0 && !res.output_path) {
         fflush(stdout);
         fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
         merge_result_free(&res);
+        free(spool);
         return LOGCTL_EXIT_FAILURE;
     }
     if (verbose)
@@ -192,6 +326,7 @@ int logctl_merge(int argc, char **argv)
         fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
     }
     merge_result_free(&res);
+    free(spool);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "logctl: merge: write error on standard output: %s\n", strerror(errno));
         return LOGCTL_EXIT_FAILURE;
@@ -204,8 +339,12 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    { "status", logctl_status, "show what the running daemon is doing" },
+    { "ls", logctl_ls, "list the shards being written and the sealed ones" },
+    { "rotate", logctl_rotate, "seal the shards being written now" },
+    { "cat", logctl_cat, "print records of files or of the spool; follow new ones" },
+    { "verify", logctl_verify, "check every header and record CRC of shard files" },
     { "merge", logctl_merge, "concatenate the sealed shards of a spool into one file" },
-    { "cat", logctl_cat, "print the records of shard or merged files" },
     { "send", logctl_send, "send the lines of standard input to logshardd as records" },
 };
 
@@ -215,8 +354,12 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nRun 'logctl COMMAND --help' for the options of a command.\n"
+               "status, ls and rotate talk to the daemon's admin socket: --admin-socket,\n"
+               "else $LOGSHARD_ADMIN_SOCKET, else [daemon] admin_socket of the config file\n"
+               "(--config, default " LOGSHARD_DEFAULT_CONFIG "), else\n"
+               "/run/logshard/admin.sock.\n"
                "Exit status: 0 success, 1 a problem found or an operation failed,\n"
-               "2 usage error.\n");
+               "2 usage error or access refused.\n");
 }
 
 int main(int argc, char **argv)

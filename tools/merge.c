@@ -12,6 +12,12 @@
  * shard id ascending. It is deterministic and keeps each producer's shards
  * in the order the daemon wrote them (ids increase over time).
  *
+ * Selection: --producer narrows the list before anything is read; --before
+ * keeps the shards whose every record was received before the given time,
+ * which only the check pass knows, so every candidate of the producer is
+ * checked (and a bad one still refuses the merge). Whole shards only: a
+ * shard that straddles the time stays for a later merge.
+ *
  * Exclusion: every merge, with or without --delete, holds
  * flock(LOCK_EX|LOCK_NB) on <spool>/merge.lock from before it looks at
  * anything until it returns; a second merge on the spool fails with -EBUSY.
@@ -353,9 +359,15 @@ static int validate_source(int done_fd, const char *done_path, struct merge_sour
     r = shard_reader_new(&reader, fd);
     if (r < 0)
         return fail(res, r, "%s: %s", path, strerror(-r));
+    s->newest_ns = 0;
     while ((r = shard_reader_next(reader, &item)) > 0) {
-        if (item.kind != SHARD_ITEM_HEADER)
+        if (item.kind != SHARD_ITEM_HEADER) {
+            if (item.timestamp_ns > s->newest_ns)
+                s->newest_ns = item.timestamp_ns;
             continue;
+        }
+        if (!s->newest_ns)
+            s->newest_ns = item.header->created_ns;
         if (++headers > 1) {
             r = fail(res, -EBADMSG,
                      "%s: second shard header at offset %" PRIu64
@@ -1236,6 +1248,32 @@ static int default_output_name(int dir_fd, const char *dir, char **ret_base,
     return fail(res, -EEXIST, "%s: no free output name for the time %s", dir, date);
 }
 
+static bool keep_producer(const struct merge_source *s, const struct merge_opts *opts)
+{
+    return strcmp(s->producer, opts->producer) == 0;
+}
+
+static bool keep_before(const struct merge_source *s, const struct merge_opts *opts)
+{
+    return s->newest_ns < opts->before_ns;
+}
+
+/* Narrows res->sources to those keep() selects, in the same order. */
+static void keep_sources(struct merge_result *res,
+                         bool (*keep)(const struct merge_source *, const struct merge_opts *),
+                         const struct merge_opts *opts)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < res->n_sources; i++) {
+        if (keep(&res->sources[i], opts))
+            res->sources[n++] = res->sources[i];
+        else
+            free(res->sources[i].name);
+    }
+    res->n_sources = n;
+}
+
 int merge_run(const struct merge_opts *opts, struct merge_result *res)
 {
     _cleanup_free_ char *done_path = NULL;
@@ -1254,6 +1292,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     bool have_intent = false, temp_left = false, tried_publish = false;
     int out_fd = -1;
     bool fallback = opts->force_fallback;
+    struct merge_progress prog = { 0 };
     struct stat st;
     int r;
 
@@ -1282,13 +1321,44 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     r = merge_list_sources(done_fd, &res->sources, &res->n_sources);
     if (r < 0)
         return fail(res, r, "%s: cannot list: %s", done_path, strerror(-r));
+    if (opts->producer)
+        keep_sources(res, keep_producer, opts);
     if (res->n_sources == 0)
         return 0;
 
+    if (opts->progress) {
+        prog.phase = MERGE_PHASE_CHECK;
+        prog.shards_total = res->n_sources;
+        for (size_t i = 0; i < res->n_sources; i++)
+            if (fstatat(done_fd, res->sources[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                prog.bytes_total += (uint64_t)st.st_size; /* a guess; checking is exact */
+        opts->progress(&prog, opts->userdata);
+    }
     for (size_t i = 0; i < res->n_sources; i++) {
         r = validate_source(done_fd, done_path, &res->sources[i], res);
         if (r < 0)
             return r;
+        if (opts->progress) {
+            prog.shards_done = i + 1;
+            prog.bytes_done += res->sources[i].bytes;
+            if (prog.bytes_done > prog.bytes_total)
+                prog.bytes_total = prog.bytes_done;
+            opts->progress(&prog, opts->userdata);
+        }
+    }
+    /* --before needs every record's time, which only the check pass read. */
+    if (opts->before_ns)
+        keep_sources(res, keep_before, opts);
+    if (res->n_sources == 0)
+        return 0;
+    if (opts->progress) {
+        prog.phase = MERGE_PHASE_COPY;
+        prog.shards_done = 0;
+        prog.shards_total = res->n_sources;
+        prog.bytes_done = prog.bytes_total = 0;
+        for (size_t i = 0; i < res->n_sources; i++)
+            prog.bytes_total += res->sources[i].bytes;
+        opts->progress(&prog, opts->userdata);
     }
 
     if (opts->output) {
@@ -1375,6 +1445,11 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
             goto fail_tmp;
         res->records += res->sources[i].records;
         res->bytes += res->sources[i].bytes;
+        if (opts->progress) {
+            prog.shards_done = i + 1;
+            prog.bytes_done = res->bytes;
+            opts->progress(&prog, opts->userdata);
+        }
     }
     /* Data first, then the name: otherwise a crash could leave the final
      * name on a file whose blocks were never written. */

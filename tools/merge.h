@@ -28,6 +28,8 @@ struct merge_source {
     /* Filled in by merge_run when it validates the file. */
     uint64_t bytes;
     uint64_t records;
+    uint64_t newest_ns; /* latest record receive time; the header's
+                           creation time when it has no record */
     dev_t dev;
     ino_t ino;
 };
@@ -72,8 +74,24 @@ enum merge_step {
                                       intent is still there */
 };
 
+/* Where a merge is, for a progress display: the check pass reads every
+ * candidate, the copy pass copies the selected ones. */
+enum merge_phase {
+    MERGE_PHASE_CHECK = 1,
+    MERGE_PHASE_COPY,
+};
+
+struct merge_progress {
+    enum merge_phase phase;
+    size_t shards_done, shards_total;
+    uint64_t bytes_done, bytes_total;
+};
+
 struct merge_opts {
     const char *spool;   /* reads <spool>/done/ */
+    const char *producer; /* only this producer's shards; NULL: every producer */
+    uint64_t before_ns;   /* only shards whose every record was received before
+                             this time (ns since the epoch); 0: no bound */
     const char *output;  /* NULL: <spool>/merged/merged-<UTC time, ns>Z.lsm */
     bool delete_sources; /* --delete: unlink the merged sources once the
                             output is durable */
@@ -85,6 +103,9 @@ struct merge_opts {
     int (*before_copy)(const struct merge_source *src, void *userdata);
     /* Optional: called at each enum merge_step. Tests only. */
     void (*at_step)(enum merge_step step, void *userdata);
+    /* Optional: called after each shard is checked and after each is
+     * copied (and once at the start of each pass). */
+    void (*progress)(const struct merge_progress *p, void *userdata);
     void *userdata;
 };
 

@@ -1,0 +1,127 @@
+/* A small JSON writer and parser, for the admin protocol (daemon and logctl)
+ * and logctl's --json output. The writer escapes what JSON requires and
+ * never emits invalid UTF-8; the parser is strict (RFC 8259: no comments, no
+ * trailing commas, valid UTF-8 only, bounded nesting) because it reads what
+ * another program wrote and should say so when that is wrong. Also the two
+ * helpers --json output needs for opaque payloads: a UTF-8 check and
+ * base64. No I/O, no logging. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Nesting the writer and the parser accept. */
+#define JSON_MAX_DEPTH 32u
+
+/* ---- writer ---- */
+
+/* An output buffer that grows as needed. Commas between members and items
+ * are added by the writer. An allocation failure is remembered and reported
+ * by json_out_finish, so callers need not check every call. */
+struct json_out {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+    unsigned depth;
+    bool need_comma[JSON_MAX_DEPTH + 1];
+    bool after_key;
+};
+
+void json_out_init(struct json_out *o);
+void json_out_free(struct json_out *o);
+
+/* Hands over the text, NUL-terminated: *ret (free it) and its length.
+ * Returns 0, or -ENOMEM when an append failed, -EINVAL when an object or
+ * array was left open (o is freed either way). */
+int json_out_finish(struct json_out *o, char **ret, size_t *ret_len);
+
+void json_obj_begin(struct json_out *o);
+void json_obj_end(struct json_out *o);
+void json_arr_begin(struct json_out *o);
+void json_arr_end(struct json_out *o);
+/* Appends text as it is, between values (e.g. the newline that ends a
+ * document in a stream of them). */
+void json_raw(struct json_out *o, const char *s, size_t n);
+
+/* The name of the next member of the object being written. */
+void json_key(struct json_out *o, const char *name);
+
+/* Values. json_str escapes s[0..n); bytes that are not valid UTF-8 become
+ * U+FFFD, so the output is always valid JSON text. json_cstr writes null for
+ * NULL. json_double writes null for NaN and infinities (JSON has neither). */
+void json_str(struct json_out *o, const void *s, size_t n);
+void json_cstr(struct json_out *o, const char *s);
+void json_u64(struct json_out *o, uint64_t v);
+void json_i64(struct json_out *o, int64_t v);
+void json_double(struct json_out *o, double v);
+void json_bool(struct json_out *o, bool v);
+void json_null(struct json_out *o);
+
+/* ---- parser ---- */
+
+enum json_type {
+    JSON_NULL,
+    JSON_FALSE,
+    JSON_TRUE,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_ARRAY,
+    JSON_OBJECT,
+};
+
+struct json_value {
+    enum json_type type;
+    double number;      /* JSON_NUMBER */
+    bool is_u64;        /* the number is a whole number 0..UINT64_MAX, exactly u64 */
+    uint64_t u64;
+    char *string;       /* JSON_STRING: NUL-terminated (may hold NUL from \u0000) */
+    size_t string_len;
+    size_t n;           /* JSON_ARRAY, JSON_OBJECT: number of items / members */
+    struct json_value *items;
+    char **keys;        /* JSON_OBJECT: keys[i] names items[i] */
+};
+
+/* Parses exactly one JSON value from text[0..len) (white space around it is
+ * fine, anything else after it is not). Returns 0 and a new tree in *ret, or
+ * -EBADMSG with a static reason in *ret_why and the byte offset where it was
+ * found in *ret_offset (both may be NULL), or -ENOMEM. */
+int json_parse(const char *text, size_t len, struct json_value **ret, const char **ret_why,
+               size_t *ret_offset);
+
+/* Frees a tree from json_parse; NULL is fine. */
+void json_value_free(struct json_value *v);
+
+/* The member named key of an object, or NULL (also when v is not an object
+ * or is NULL). */
+const struct json_value *json_get(const struct json_value *v, const char *key);
+
+/* Typed reads of a member, with a fallback when it is missing or of another
+ * type. */
+uint64_t json_get_u64(const struct json_value *v, const char *key, uint64_t fallback);
+double json_get_double(const struct json_value *v, const char *key, double fallback);
+const char *json_get_str(const struct json_value *v, const char *key, const char *fallback);
+bool json_get_bool(const struct json_value *v, const char *key, bool fallback);
+
+/* Writes a parsed tree back out (compact), as the next value of o. */
+void json_write_value(struct json_out *o, const struct json_value *v);
+
+/* ---- times ---- */
+
+/* ns since the epoch as RFC 3339 in UTC, "2026-12-01T10:00:00Z", with
+ * frac_digits (0 to 9) digits of fraction before the Z. Returns 0, or
+ * -EOVERFLOW when it does not fit in size bytes or the time cannot be
+ * represented. */
+int rfc3339_format(uint64_t ns, unsigned frac_digits, char *out, size_t size);
+
+/* ---- payload helpers ---- */
+
+/* Whether s[0..n) is valid UTF-8: shortest forms only, no surrogates,
+ * nothing above U+10FFFF. */
+bool utf8_valid(const void *s, size_t n);
+
+/* Length of the base64 (RFC 4648, with padding) text for n bytes. */
+size_t base64_encoded_len(size_t n);
+
+/* Writes base64_encoded_len(n) characters and a NUL to out. */
+void base64_encode(const void *in, size_t n, char *out);

@@ -1,0 +1,1000 @@
+/* Admin socket: a second Unix socket, for operators, separate from the
+ * producers' one so that its access rule can be strict without touching
+ * theirs. It owns the listening socket, the admin connections and the
+ * requests in progress.
+ *
+ * Access: the socket file is created with mode 0600, and every peer's
+ * credentials are checked at accept (SO_PEERCRED): only root and the uid the
+ * daemon runs as are served. The mode alone is not trusted, because a
+ * directory or file mode can be loosened by mistake, and the check costs
+ * one system call per connection.
+ *
+ * The protocol is one JSON object per line each way (docs/PROTOCOL.md):
+ * a request, then its reply; a connection may ask again after the reply.
+ * Requests are answered in order, one at a time per connection.
+ *  - status: the figures of stats.c. The spool's usage is read on libuv's
+ *    thread pool, so a large done/ never stalls the loop.
+ *  - ls: the shards not yet sealed, from memory.
+ *  - rotate: retires the current shard of matching sessions
+ *    (session_rotate) and answers once every matching shard that is being
+ *    sealed has reached done/ (or failed), as shard.c reports through
+ *    d->shard_sealed_hook: the reply waits for the event, never polls.
+ *
+ * Limits: at most ADMIN_MAX_CLIENTS connections, requests of at most
+ * ADMIN_LINE_MAX bytes, and ADMIN_REQUEST_TIMEOUT_MS for a request to
+ * arrive; a rotate has no time limit of its own (the client has one). Like
+ * the listener, the socket is accepted with uv_poll and accept4 so that
+ * running out of descriptors pauses accepting instead of dropping peers. */
+#include "admin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fileutil.h"
+#include "json.h"
+#include "listener.h"
+#include "log.h"
+#include "session.h"
+#include "shard.h"
+#include "stats.h"
+#include "wire.h"
+
+#define ADMIN_LINE_MAX 4096u
+#define ADMIN_MAX_CLIENTS 64u
+#define ADMIN_REQUEST_TIMEOUT_MS 10000u
+#define ADMIN_BACKLOG 16
+#define ADMIN_EMFILE_PAUSE_MS 100u
+#define REFUSED_LOG_PERIOD_NS 10000000000ull
+
+struct rotate_result {
+    char producer[WIRE_PRODUCER_NAME_MAX + 1];
+    uint64_t id;
+    char *file; /* done/<name>, or where it was left */
+    uint64_t records, bytes;
+    int err;
+    bool quarantined;
+};
+
+struct client {
+    struct admin *a;
+    struct list_node node;
+    uv_pipe_t pipe;
+    uv_timer_t timer;
+    unsigned handles_open;
+    bool closing;
+    struct ucred cred;
+
+    char rx[ADMIN_LINE_MAX];
+    size_t rx_len;
+    bool reading;
+    bool peer_done;    /* end of input: answer what is here, then close */
+    bool busy;         /* a request is being answered */
+    bool work_pending; /* a status job is on the thread pool */
+
+    /* rotate */
+    bool rotating;
+    char *rotate_producer; /* NULL: every producer */
+    uint64_t *wait_ids;
+    size_t n_wait, cap_wait;
+    struct rotate_result *results;
+    size_t n_results, cap_results;
+    size_t rotate_retired, rotate_busy;
+
+    uv_write_t wreq;
+    char *out;
+    bool writing;
+    bool close_after_write;
+};
+
+struct admin {
+    struct daemon *d;
+    int fd;
+    uv_poll_t poll;
+    uv_timer_t pause;
+    unsigned handles_open;
+    char *path; /* the file we bound, removed at stop */
+    uid_t self_uid;
+    struct list_node clients;
+    size_t n_clients;
+    struct client *collecting; /* the rotate request being set up */
+    bool stopping;
+    uint64_t refused_logged_ns;
+    uint64_t refused_unlogged;
+    uint64_t emfile_logged_ns;
+    void (*stop_cb)(void *);
+    void *stop_data;
+};
+
+struct status_job {
+    uv_work_t w;
+    struct client *c;
+    struct stats_figures fig;
+};
+
+static void client_close(struct client *c);
+static void client_process(struct client *c);
+static void client_start_reading(struct client *c);
+static void on_readable(uv_poll_t *h, int status, int events);
+
+static const char *errno_name(int e)
+{
+    switch (e) {
+    case EINVAL: return "EINVAL";
+    case EACCES: return "EACCES";
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+    case EMSGSIZE: return "EMSGSIZE";
+    case EBADMSG: return "EBADMSG";
+    case EUSERS: return "EUSERS";
+    case ENOMEM: return "ENOMEM";
+    case ESHUTDOWN: return "ESHUTDOWN";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case EBUSY: return "EBUSY";
+    case EIO: return "EIO";
+    default: return "EUNKNOWN";
+    }
+}
+
+/* A complete error reply, newline included, or NULL when out of memory. */
+static char *error_reply(int code, const char *message)
+{
+    struct json_out o;
+    char *text = NULL;
+    size_t len;
+
+    json_out_init(&o);
+    json_obj_begin(&o);
+    json_key(&o, "version");
+    json_u64(&o, ADMIN_PROTOCOL_VERSION);
+    json_key(&o, "ok");
+    json_bool(&o, false);
+    json_key(&o, "error");
+    json_obj_begin(&o);
+    json_key(&o, "code");
+    json_i64(&o, code);
+    json_key(&o, "name");
+    json_cstr(&o, errno_name(code));
+    json_key(&o, "message");
+    json_cstr(&o, message);
+    json_obj_end(&o);
+    json_obj_end(&o);
+    json_raw(&o, "\n", 1);
+    if (json_out_finish(&o, &text, &len) < 0)
+        return NULL;
+    return text;
+}
+
+/* ---- connections ---- */
+
+static void admin_maybe_done(struct admin *a)
+{
+    if (!a->stopping || a->handles_open > 0 || a->n_clients > 0)
+        return;
+    if (a->fd >= 0)
+        (void)close(a->fd); /* the listening socket; nothing pending on it matters now */
+    if (a->stop_cb)
+        a->stop_cb(a->stop_data);
+    free(a->path);
+    free(a);
+}
+
+static void rotate_reset(struct client *c)
+{
+    for (size_t i = 0; i < c->n_results; i++)
+        free(c->results[i].file);
+    free(c->results);
+    free(c->wait_ids);
+    free(c->rotate_producer);
+    c->results = NULL;
+    c->wait_ids = NULL;
+    c->rotate_producer = NULL;
+    c->n_results = c->cap_results = c->n_wait = c->cap_wait = 0;
+    c->rotating = false;
+}
+
+static void client_maybe_free(struct client *c)
+{
+    struct admin *a = c->a;
+
+    if (c->handles_open > 0 || c->work_pending || c->writing)
+        return;
+    rotate_reset(c);
+    free(c->out);
+    list_del(&c->node);
+    a->n_clients--;
+    free(c);
+    admin_maybe_done(a);
+}
+
+static void on_client_closed(uv_handle_t *h)
+{
+    struct client *c = h->data;
+
+    c->handles_open--;
+    client_maybe_free(c);
+}
+
+static void client_close(struct client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (c->a->collecting == c)
+        c->a->collecting = NULL;
+    if (c->reading)
+        (void)uv_read_stop((uv_stream_t *)&c->pipe);
+    c->reading = false;
+    uv_close((uv_handle_t *)&c->pipe, on_client_closed);
+    uv_close((uv_handle_t *)&c->timer, on_client_closed);
+}
+
+static void on_request_timeout(uv_timer_t *t)
+{
+    client_close(t->data);
+}
+
+static void on_reply_written(uv_write_t *req, int status)
+{
+    struct client *c = req->data;
+
+    c->writing = false;
+    free(c->out);
+    c->out = NULL;
+    if (c->closing) {
+        client_maybe_free(c);
+        return;
+    }
+    if (status < 0 || c->close_after_write) {
+        client_close(c);
+        return;
+    }
+    c->busy = false;
+    (void)uv_timer_start(&c->timer, on_request_timeout, ADMIN_REQUEST_TIMEOUT_MS, 0);
+    client_process(c); /* a request that came while this one was answered */
+}
+
+/* Sends text (a complete reply with its newline, owned from here on). */
+static void send_reply(struct client *c, char *text)
+{
+    uv_buf_t b;
+    int r;
+
+    if (!text) {
+        client_close(c); /* out of memory: the peer sees the connection end */
+        return;
+    }
+    if (c->closing) {
+        free(text);
+        return;
+    }
+    c->out = text;
+    b = uv_buf_init(text, (unsigned)strlen(text));
+    c->wreq.data = c;
+    r = uv_write(&c->wreq, (uv_stream_t *)&c->pipe, &b, 1, on_reply_written);
+    if (r < 0) {
+        free(c->out);
+        c->out = NULL;
+        client_close(c);
+        return;
+    }
+    c->writing = true;
+}
+
+static void send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    c->close_after_write = then_close;
+    send_reply(c, error_reply(code, msg));
+}
+
+/* The start of every successful reply. */
+static void reply_begin(struct json_out *o, const char *command)
+{
+    json_out_init(o);
+    json_obj_begin(o);
+    json_key(o, "version");
+    json_u64(o, ADMIN_PROTOCOL_VERSION);
+    json_key(o, "ok");
+    json_bool(o, true);
+    json_key(o, "command");
+    json_cstr(o, command);
+}
+
+static void reply_end(struct client *c, struct json_out *o)
+{
+    char *text = NULL;
+    size_t len;
+
+    json_obj_end(o);
+    json_raw(o, "\n", 1);
+    if (json_out_finish(o, &text, &len) < 0)
+        text = NULL;
+    send_reply(c, text);
+}
+
+static void json_time_or_null(struct json_out *o, uint64_t ns)
+{
+    char buf[64];
+
+    if (ns == 0 || rfc3339_format(ns, 9, buf, sizeof(buf)) < 0)
+        json_null(o);
+    else
+        json_cstr(o, buf);
+}
+
+static void json_shard_id(struct json_out *o, uint64_t id)
+{
+    char hex[17];
+
+    snprintf(hex, sizeof(hex), "%016" PRIx64, id);
+    json_cstr(o, hex);
+}
+
+/* ---- status ---- */
+
+static void status_work(uv_work_t *w)
+{
+    struct status_job *job = w->data;
+
+    (void)stats_measure_spool(&job->fig); /* a failure is part of the reply */
+}
+
+static void status_done(uv_work_t *w, int status)
+{
+    struct status_job *job = w->data;
+    struct client *c = job->c;
+    struct json_out o;
+
+    (void)status;
+    c->work_pending = false;
+    if (c->closing) {
+        stats_figures_free(&job->fig);
+        free(job);
+        client_maybe_free(c);
+        return;
+    }
+    reply_begin(&o, "status");
+    json_key(&o, "status");
+    stats_write_json(&o, &job->fig);
+    stats_figures_free(&job->fig);
+    free(job);
+    reply_end(c, &o);
+}
+
+static void start_status(struct client *c)
+{
+    struct status_job *job = calloc(1, sizeof(*job));
+    int r;
+
+    if (!job || stats_collect(c->a->d, &job->fig) < 0) {
+        free(job);
+        send_error(c, ENOMEM, true, "out of memory");
+        return;
+    }
+    job->c = c;
+    job->w.data = job;
+    r = uv_queue_work(c->a->d->loop, &job->w, status_work, status_done);
+    if (r < 0) {
+        stats_figures_free(&job->fig);
+        free(job);
+        send_error(c, EIO, true, "cannot queue the status work: %s", uv_strerror(r));
+        return;
+    }
+    c->work_pending = true;
+}
+
+/* ---- ls ---- */
+
+static void reply_ls(struct client *c, const char *producer)
+{
+    struct daemon *d = c->a->d;
+    struct json_out o;
+
+    reply_begin(&o, "ls");
+    json_key(&o, "spool");
+    json_cstr(&o, d->config.spool);
+    json_key(&o, "shards");
+    json_arr_begin(&o);
+    for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
+        const struct shard *s = list_entry(p, struct shard, node);
+        char file[512];
+
+        if (producer && strcmp(producer, s->producer) != 0)
+            continue;
+        snprintf(file, sizeof(file), "active/%s", s->tmp_name);
+        json_obj_begin(&o);
+        json_key(&o, "producer");
+        json_cstr(&o, s->producer);
+        json_key(&o, "shard");
+        json_shard_id(&o, s->id);
+        json_key(&o, "state");
+        json_cstr(&o, s->seal_requested ? "sealing" : "active");
+        json_key(&o, "file");
+        json_cstr(&o, file);
+        json_key(&o, "size");
+        json_u64(&o, s->size_written);
+        json_key(&o, "records");
+        json_u64(&o, s->records_written);
+        json_key(&o, "records_received");
+        json_u64(&o, s->records_queued);
+        json_key(&o, "records_acknowledged");
+        json_u64(&o, shard_records_acked(s));
+        json_key(&o, "created");
+        json_time_or_null(&o, s->created_ns);
+        json_key(&o, "first");
+        json_time_or_null(&o, s->records_queued ? s->first_record_ns : 0);
+        json_key(&o, "last");
+        json_time_or_null(&o, s->records_queued ? s->last_record_ns : 0);
+        json_key(&o, "uid");
+        json_u64(&o, s->uid);
+        json_key(&o, "gid");
+        json_u64(&o, s->gid);
+        json_key(&o, "pid");
+        json_u64(&o, s->pid);
+        json_obj_end(&o);
+    }
+    json_arr_end(&o);
+    reply_end(c, &o);
+}
+
+/* ---- rotate ---- */
+
+static void reply_rotate(struct client *c)
+{
+    struct json_out o;
+
+    c->rotating = false;
+    reply_begin(&o, "rotate");
+    json_key(&o, "producer");
+    json_cstr(&o, c->rotate_producer);
+    json_key(&o, "retired");
+    json_u64(&o, c->rotate_retired);
+    json_key(&o, "busy");
+    json_u64(&o, c->rotate_busy);
+    for (int failed = 0; failed < 2; failed++) {
+        json_key(&o, failed ? "failed" : "sealed");
+        json_arr_begin(&o);
+        for (size_t i = 0; i < c->n_results; i++) {
+            const struct rotate_result *r = &c->results[i];
+
+            if ((r->err != 0 || r->quarantined) != (failed != 0))
+                continue;
+            json_obj_begin(&o);
+            json_key(&o, "producer");
+            json_cstr(&o, r->producer);
+            json_key(&o, "shard");
+            json_shard_id(&o, r->id);
+            json_key(&o, "file");
+            json_cstr(&o, r->file);
+            json_key(&o, "records");
+            json_u64(&o, r->records);
+            json_key(&o, "bytes");
+            json_u64(&o, r->bytes);
+            if (failed) {
+                json_key(&o, "quarantined");
+                json_bool(&o, r->quarantined);
+                json_key(&o, "error");
+                json_cstr(&o, r->err ? strerror(-r->err)
+                                     : "an fdatasync failed; moved to quarantine/");
+            }
+            json_obj_end(&o);
+        }
+        json_arr_end(&o);
+    }
+    rotate_reset(c);
+    reply_end(c, &o);
+}
+
+static int add_result(struct client *c, const struct shard *s, int err)
+{
+    struct rotate_result *r;
+
+    if (c->n_results == c->cap_results) {
+        size_t cap = c->cap_results ? c->cap_results * 2 : 8;
+        struct rotate_result *n = reallocarray(c->results, cap, sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        c->results = n;
+        c->cap_results = cap;
+    }
+    r = &c->results[c->n_results];
+    memset(r, 0, sizeof(*r));
+    memcpy(r->producer, s->producer, sizeof(r->producer));
+    r->id = s->id;
+    r->err = err;
+    r->quarantined = err == 0 && s->quarantined;
+    r->records = s->sync_error ? s->records_synced : s->records_written;
+    r->bytes = s->sync_error ? s->size_synced : s->size_written;
+    if (asprintf(&r->file, "%s/%s", err ? "active" : s->quarantined ? "quarantine" : "done",
+                 err || s->quarantined ? s->tmp_name : s->done_name) < 0)
+        return -ENOMEM;
+    c->n_results++;
+    return 0;
+}
+
+static bool matches(const struct client *c, const struct shard *s)
+{
+    return !c->rotate_producer || strcmp(c->rotate_producer, s->producer) == 0;
+}
+
+/* d->shard_sealed_hook: a shard's seal ended; complete the rotate requests
+ * that waited for it. */
+static void on_shard_sealed(struct daemon *d, const struct shard *s, int err)
+{
+    struct admin *a = d->admin;
+    struct list_node *n, *tmp;
+
+    if (!a)
+        return;
+    /* Sealed before the request could even list it (a seal that failed at
+     * once): it belongs to the request being set up. */
+    if (a->collecting && matches(a->collecting, s)) {
+        if (add_result(a->collecting, s, err) < 0)
+            a->collecting->close_after_write = true;
+        return;
+    }
+    list_for_each_safe(n, tmp, &a->clients) {
+        struct client *c = list_entry(n, struct client, node);
+
+        if (!c->rotating)
+            continue;
+        for (size_t i = 0; i < c->n_wait; i++) {
+            if (c->wait_ids[i] != s->id)
+                continue;
+            c->wait_ids[i] = c->wait_ids[--c->n_wait];
+            if (add_result(c, s, err) < 0) {
+                rotate_reset(c);
+                send_error(c, ENOMEM, true, "out of memory");
+                break;
+            }
+            if (c->n_wait == 0)
+                reply_rotate(c);
+            break;
+        }
+    }
+}
+
+static void start_rotate(struct client *c, const char *producer)
+{
+    struct admin *a = c->a;
+    struct daemon *d = a->d;
+
+    if (producer && wire_check_producer_name(producer, strlen(producer)) < 0) {
+        send_error(c, EINVAL, false, "producer name '%.80s' is not valid: names are %s",
+                   producer, wire_producer_name_rule);
+        return;
+    }
+    if (producer) {
+        c->rotate_producer = strdup(producer);
+        if (!c->rotate_producer) {
+            send_error(c, ENOMEM, true, "out of memory");
+            return;
+        }
+    }
+    a->collecting = c;
+    c->rotate_retired = session_rotate(d, producer, &c->rotate_busy);
+    a->collecting = NULL;
+    if (c->closing)
+        return;
+    /* Wait for every matching shard that is being sealed, including those
+     * retired earlier (full or old) whose seal is still running: once the
+     * reply comes, everything of the producer up to now is in done/. */
+    for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
+        const struct shard *s = list_entry(p, struct shard, node);
+
+        if (!s->seal_requested || !matches(c, s))
+            continue;
+        if (c->n_wait == c->cap_wait) {
+            size_t cap = c->cap_wait ? c->cap_wait * 2 : 8;
+            uint64_t *nw = reallocarray(c->wait_ids, cap, sizeof(*nw));
+            if (!nw) {
+                rotate_reset(c);
+                send_error(c, ENOMEM, true, "out of memory");
+                return;
+            }
+            c->wait_ids = nw;
+            c->cap_wait = cap;
+        }
+        c->wait_ids[c->n_wait++] = s->id;
+    }
+    if (c->n_wait == 0) {
+        reply_rotate(c);
+        return;
+    }
+    c->rotating = true;
+}
+
+/* ---- requests ---- */
+
+static void handle_request(struct client *c, const char *line, size_t len)
+{
+    struct json_value *req = NULL;
+    const struct json_value *v, *cmd, *prod;
+    const char *why = NULL;
+    size_t off = 0;
+
+    if (json_parse(line, len, &req, &why, &off) < 0) {
+        send_error(c, EBADMSG, true, "request is not JSON: %s at byte %zu",
+                   why ? why : "out of memory", off);
+        return;
+    }
+    v = json_get(req, "version");
+    if (req->type != JSON_OBJECT || !v || v->type != JSON_NUMBER) {
+        send_error(c, EBADMSG, true, "a request is a JSON object with a \"version\" member");
+        goto out;
+    }
+    if (!v->is_u64 || v->u64 != ADMIN_PROTOCOL_VERSION) {
+        send_error(c, EPROTONOSUPPORT, true,
+                   "admin protocol version %g is not supported (this daemon speaks %d)",
+                   v->number, ADMIN_PROTOCOL_VERSION);
+        goto out;
+    }
+    cmd = json_get(req, "command");
+    prod = json_get(req, "producer");
+    if (!cmd || cmd->type != JSON_STRING) {
+        send_error(c, EINVAL, false, "the request has no \"command\"");
+        goto out;
+    }
+    if (prod && prod->type != JSON_STRING && prod->type != JSON_NULL) {
+        send_error(c, EINVAL, false, "\"producer\" must be a string or null");
+        goto out;
+    }
+    if (strcmp(cmd->string, "status") == 0)
+        start_status(c);
+    else if (strcmp(cmd->string, "ls") == 0)
+        reply_ls(c, prod && prod->type == JSON_STRING ? prod->string : NULL);
+    else if (strcmp(cmd->string, "rotate") == 0)
+        start_rotate(c, prod && prod->type == JSON_STRING ? prod->string : NULL);
+    else
+        send_error(c, EINVAL, false, "unknown command '%.64s' (status, ls, rotate)",
+                   cmd->string);
+out:
+    json_value_free(req);
+}
+
+/* Takes the next complete line, if any, and answers it. */
+static void client_process(struct client *c)
+{
+    char line[ADMIN_LINE_MAX];
+    char *nl;
+    size_t len;
+
+    if (c->busy || c->closing)
+        return;
+    nl = memchr(c->rx, '\n', c->rx_len);
+    if (!nl) {
+        if (c->rx_len >= sizeof(c->rx)) {
+            c->busy = true;
+            send_error(c, EMSGSIZE, true, "request longer than %u bytes", ADMIN_LINE_MAX);
+        } else if (c->peer_done) {
+            client_close(c); /* nothing more will come, nothing is left to answer */
+        } else if (!c->reading) {
+            client_start_reading(c);
+        }
+        return;
+    }
+    len = (size_t)(nl - c->rx);
+    memcpy(line, c->rx, len);
+    c->rx_len -= len + 1;
+    memmove(c->rx, nl + 1, c->rx_len);
+    c->busy = true;
+    (void)uv_timer_stop(&c->timer);
+    handle_request(c, line, len);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+static void client_start_reading(struct client *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) < 0) {
+        client_close(c);
+        return;
+    }
+    c->reading = true;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct client *c = h->data;
+
+    (void)suggested;
+    *buf = uv_buf_init(c->rx + c->rx_len, (unsigned)(sizeof(c->rx) - c->rx_len));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct client *c = stream->data;
+
+    (void)buf;
+    if (nread == 0)
+        return;
+    if (nread == UV_ENOBUFS) {
+        /* Lines wait unanswered behind the one being answered; reading
+         * resumes once there is room (client_process). */
+        (void)uv_read_stop(stream);
+        c->reading = false;
+        return;
+    }
+    if (nread < 0) {
+        /* End of input: the requests already here are still answered (a
+         * peer may shut down its writing side and wait for the reply);
+         * then the connection closes. */
+        (void)uv_read_stop(stream);
+        c->reading = false;
+        c->peer_done = true;
+        client_process(c);
+        return;
+    }
+    c->rx_len += (size_t)nread;
+    client_process(c);
+}
+
+/* Refuses a peer before any client state exists: one error reply, sent
+ * without waiting (it fits in an empty socket buffer), then close. */
+static void refuse(int fd, int code, const char *message)
+{
+    char *text = error_reply(code, message);
+
+    if (text)
+        (void)send(fd, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort */
+    free(text);
+    (void)close(fd); /* a refused peer: nothing more to say */
+}
+
+static void accept_one(struct admin *a, int fd)
+{
+    struct client *c;
+    struct ucred cred;
+    socklen_t sl = sizeof(cred);
+    char msg[256];
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &sl) < 0) {
+        (void)close(fd); /* no credentials, no service */
+        return;
+    }
+    if (cred.uid != 0 && cred.uid != a->self_uid) {
+        uint64_t now = now_monotonic_ns();
+
+        a->d->stats.refused_admin++;
+        snprintf(msg, sizeof(msg),
+                 "uid %u may not use the admin socket: only root and the daemon's uid %u may",
+                 (unsigned)cred.uid, (unsigned)a->self_uid);
+        if (!a->refused_logged_ns || now - a->refused_logged_ns >= REFUSED_LOG_PERIOD_NS) {
+            log_warning("admin socket %s: refused pid %d, uid %u (only root and uid %u may use "
+                        "it)%s",
+                        a->path, (int)cred.pid, (unsigned)cred.uid, (unsigned)a->self_uid,
+                        a->refused_unlogged ? "; more refusals were not logged" : "");
+            a->refused_logged_ns = now;
+            a->refused_unlogged = 0;
+        } else {
+            a->refused_unlogged++;
+        }
+        refuse(fd, EACCES, msg);
+        return;
+    }
+    if (a->n_clients >= ADMIN_MAX_CLIENTS) {
+        snprintf(msg, sizeof(msg), "too many admin connections (%u); try again",
+                 ADMIN_MAX_CLIENTS);
+        refuse(fd, EUSERS, msg);
+        return;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        refuse(fd, ENOMEM, "out of memory");
+        return;
+    }
+    c->a = a;
+    c->cred = cred;
+    (void)uv_pipe_init(a->d->loop, &c->pipe, 0); /* cannot fail */
+    c->pipe.data = c;
+    (void)uv_timer_init(a->d->loop, &c->timer);
+    c->timer.data = c;
+    c->handles_open = 2;
+    list_add_tail(&a->clients, &c->node);
+    a->n_clients++;
+    if (uv_pipe_open(&c->pipe, fd) < 0) {
+        (void)close(fd); /* never served */
+        client_close(c);
+        return;
+    }
+    (void)uv_timer_start(&c->timer, on_request_timeout, ADMIN_REQUEST_TIMEOUT_MS, 0);
+    client_start_reading(c);
+}
+
+/* ---- the listening socket ---- */
+
+static void on_pause_over(uv_timer_t *t)
+{
+    struct admin *a = t->data;
+
+    if (!a->stopping)
+        (void)uv_poll_start(&a->poll, UV_READABLE, on_readable);
+}
+
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+    struct admin *a = h->data;
+
+    (void)events;
+    if (status < 0) {
+        log_error("admin socket %s: watching it failed: %s", a->path, uv_strerror(status));
+        return;
+    }
+    while (!a->stopping) {
+        int fd = accept4(a->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                uint64_t now = now_monotonic_ns();
+
+                if (!a->emfile_logged_ns || now - a->emfile_logged_ns >= REFUSED_LOG_PERIOD_NS) {
+                    log_warning("admin socket %s: cannot accept: %s; pausing", a->path,
+                                strerror(errno));
+                    a->emfile_logged_ns = now;
+                }
+                (void)uv_poll_stop(&a->poll);
+                (void)uv_timer_start(&a->pause, on_pause_over, ADMIN_EMFILE_PAUSE_MS, 0);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                log_error("admin socket %s: accept failed: %s", a->path, strerror(errno));
+            }
+            return;
+        }
+        accept_one(a, fd);
+    }
+}
+
+static int bind_admin(struct admin *a, const char *path, char *why, size_t why_len)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    mode_t old_umask;
+    int r;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(why, why_len, "admin socket %s: too long for a Unix socket address", path);
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    r = listener_remove_stale_socket(path);
+    if (r == -EADDRINUSE) {
+        snprintf(why, why_len, "admin socket %s: another daemon is already listening there",
+                 path);
+        return r;
+    }
+    if (r == -EEXIST) {
+        snprintf(why, why_len, "admin socket %s: exists and is not a socket", path);
+        return r;
+    }
+    if (r < 0) {
+        snprintf(why, why_len, "admin socket %s: %s", path, strerror(-r));
+        return r;
+    }
+    a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (a->fd < 0) {
+        r = -errno;
+        snprintf(why, why_len, "admin socket %s: cannot create a socket: %s", path,
+                 strerror(errno));
+        return r;
+    }
+    /* Never looser than 0600, not even between bind and chmod. */
+    old_umask = umask(0177);
+    r = bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+    umask(old_umask);
+    if (r < 0) {
+        snprintf(why, why_len, "admin socket %s: cannot bind: %s", path, strerror(-r));
+        return r;
+    }
+    a->path = strdup(path);
+    if (!a->path) {
+        (void)unlink(path); /* ours, and useless without a name to remove it by */
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    if (chmod(path, 0600) < 0 || listen(a->fd, ADMIN_BACKLOG) < 0) {
+        r = -errno;
+        snprintf(why, why_len, "admin socket %s: %s", path, strerror(errno));
+        return r;
+    }
+    return 0;
+}
+
+int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
+{
+    struct admin *a = calloc(1, sizeof(*a));
+    int r;
+
+    if (!a) {
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    a->d = d;
+    a->fd = -1;
+    a->self_uid = geteuid();
+    list_init(&a->clients);
+    r = bind_admin(a, d->config.admin_socket, why, why_len);
+    if (r == 0) {
+        r = uv_poll_init(d->loop, &a->poll, a->fd);
+        if (r < 0)
+            snprintf(why, why_len, "admin socket %s: cannot watch it: %s", a->path,
+                     uv_strerror(r));
+    }
+    if (r < 0) {
+        if (a->path)
+            (void)unlink(a->path); /* ours, and useless now */
+        if (a->fd >= 0)
+            (void)close(a->fd);
+        free(a->path);
+        free(a);
+        return r;
+    }
+    a->poll.data = a;
+    (void)uv_timer_init(d->loop, &a->pause);
+    a->pause.data = a;
+    a->handles_open = 2;
+    (void)uv_poll_start(&a->poll, UV_READABLE, on_readable);
+    d->shard_sealed_hook = on_shard_sealed;
+    *ret = a;
+    return 0;
+}
+
+const char *admin_path(const struct admin *a)
+{
+    return a->path;
+}
+
+static void on_admin_handle_closed(uv_handle_t *h)
+{
+    struct admin *a = h->data;
+
+    a->handles_open--;
+    admin_maybe_done(a);
+}
+
+void admin_stop(struct admin *a, void (*cb)(void *data), void *data)
+{
+    struct list_node *n, *tmp;
+
+    a->stopping = true;
+    a->stop_cb = cb;
+    a->stop_data = data;
+    a->d->shard_sealed_hook = NULL;
+    (void)unlink(a->path); /* gone already is fine */
+    list_for_each_safe(n, tmp, &a->clients) {
+        struct client *c = list_entry(n, struct client, node);
+
+        if (c->rotating && !c->writing && !c->closing) {
+            /* Said without waiting: the drain must not depend on a peer
+             * that does not read. The drain seals the shards anyway. */
+            char *text = error_reply(ESHUTDOWN, "logshardd is stopping; the drain seals "
+                                                "every shard");
+            if (text) {
+                uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
+                (void)uv_try_write((uv_stream_t *)&c->pipe, &b, 1); /* best effort */
+                free(text);
+            }
+        }
+        client_close(c);
+    }
+    uv_close((uv_handle_t *)&a->poll, on_admin_handle_closed);
+    uv_close((uv_handle_t *)&a->pause, on_admin_handle_closed);
+}

@@ -1,0 +1,564 @@
+/* Figures for operators, derived from the daemon's counters only when asked
+ * for (logctl status, the metrics file), so that receiving a record costs
+ * nothing beyond the counters it bumps.
+ *
+ * Rates over the last 10 seconds come from a sample of the counters taken
+ * every second by an unreferenced timer; the fsync latency quantiles from a
+ * fixed-bucket histogram (the buckets the metrics file exports), so p50 and
+ * p99 are estimates within their bucket, like Prometheus' own
+ * histogram_quantile(). Spool usage is read from the directories, which may
+ * take a while on a big spool, so stats_measure_spool only touches its
+ * snapshot and the callers run it on libuv's thread pool. */
+#include "stats.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fileutil.h"
+#include "io.h"
+#include "json.h"
+#include "logshard-build.h"
+#include "session.h"
+#include "shard.h"
+
+#define RATE_PERIOD_MS 1000u
+
+static void take_sample(struct daemon *d)
+{
+    struct stats_rate_sample *s = &d->rate_samples[d->rate_next];
+
+    s->mono_ns = now_monotonic_ns();
+    s->records = d->stats.records_received;
+    s->bytes = d->stats.bytes_received;
+    d->rate_next = (d->rate_next + 1) % STATS_RATE_SAMPLES;
+    if (d->rate_count < STATS_RATE_SAMPLES)
+        d->rate_count++;
+}
+
+static void on_rate_timer(uv_timer_t *t)
+{
+    take_sample(t->data);
+}
+
+void stats_start(struct daemon *d)
+{
+    (void)uv_timer_init(d->loop, &d->rate_timer);
+    d->rate_timer.data = d;
+    d->rate_running = true;
+    take_sample(d);
+    (void)uv_timer_start(&d->rate_timer, on_rate_timer, RATE_PERIOD_MS, RATE_PERIOD_MS);
+    uv_unref((uv_handle_t *)&d->rate_timer);
+}
+
+void stats_stop(struct daemon *d)
+{
+    if (!d->rate_running)
+        return;
+    d->rate_running = false;
+    if (!uv_is_closing((uv_handle_t *)&d->rate_timer))
+        uv_close((uv_handle_t *)&d->rate_timer, NULL);
+}
+
+double stats_fsync_quantile(const uint64_t *buckets, uint64_t count, double q)
+{
+    double rank = q * (double)count;
+    uint64_t cum = 0;
+
+    if (count == 0)
+        return NAN;
+    for (unsigned i = 0; i < STATS_FSYNC_BUCKETS; i++) {
+        double lower = i ? (double)stats_fsync_bound_ns(i - 1) / 1e9 : 0.0;
+
+        if ((double)(cum + buckets[i]) >= rank && buckets[i] > 0) {
+            double upper;
+
+            if (i == STATS_FSYNC_BUCKETS - 1)
+                return lower; /* +Inf: the best we can say is "above the last bound" */
+            upper = (double)stats_fsync_bound_ns(i) / 1e9;
+            return lower + (upper - lower) * (rank - (double)cum) / (double)buckets[i];
+        }
+        cum += buckets[i];
+    }
+    return (double)stats_fsync_bound_ns(STATS_FSYNC_BUCKETS - 2) / 1e9;
+}
+
+static char *dup_or_null(const char *s, bool *failed)
+{
+    char *c;
+
+    if (!s)
+        return NULL;
+    c = strdup(s);
+    if (!c)
+        *failed = true;
+    return c;
+}
+
+int stats_collect(struct daemon *d, struct stats_figures *f)
+{
+    const struct daemon_stats *st = &d->stats;
+    uint64_t now = now_monotonic_ns();
+    bool failed = false;
+    double since_start;
+
+    memset(f, 0, sizeof(*f));
+    f->version = dup_or_null(LOGSHARD_VERSION, &failed);
+    f->spool = dup_or_null(d->config.spool, &failed);
+    f->admin_socket = dup_or_null(d->config.admin_socket, &failed);
+    f->metrics_file = dup_or_null(d->config.metrics_file, &failed);
+    if (failed) {
+        stats_figures_free(f);
+        return -ENOMEM;
+    }
+    f->fsync_policy = config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy);
+    f->io_backend = !d->io ? "none"
+                    : io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring"
+                                                                   : "threads";
+    f->pid = (int)getpid();
+    f->start_real_ns = d->start_real_ns;
+    f->uptime_ns = now - d->start_mono_ns;
+
+    f->producers_connected = st->sessions_open;
+    f->connections_accepted = st->connections_accepted;
+    f->shards_opened = st->shards_opened;
+    f->shards_sealed = st->shards_sealed;
+    f->records_received = st->records_received;
+    f->bytes_received = st->bytes_received;
+    f->records_acked = st->records_acked;
+    for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
+        const struct shard *s = list_entry(p, struct shard, node);
+        f->active_shards++;
+        f->bytes_waiting += shard_unwritten_bytes(s);
+    }
+
+    since_start = (double)f->uptime_ns / 1e9;
+    if (since_start > 0) {
+        f->records_per_s_total = (double)st->records_received / since_start;
+        f->bytes_per_s_total = (double)st->bytes_received / since_start;
+    }
+    if (d->rate_count > 0) {
+        const struct stats_rate_sample *old =
+            &d->rate_samples[(d->rate_next + STATS_RATE_SAMPLES - d->rate_count) %
+                             STATS_RATE_SAMPLES];
+        double window = (double)(now - old->mono_ns) / 1e9;
+
+        f->rate_window_s = window;
+        if (window > 0.001) {
+            f->records_per_s_10s = (double)(st->records_received - old->records) / window;
+            f->bytes_per_s_10s = (double)(st->bytes_received - old->bytes) / window;
+        }
+    }
+
+    f->syncs = d->io ? io_syncs_done(d->io) : st->syncs;
+    memcpy(f->fsync_buckets, st->fsync_buckets, sizeof(f->fsync_buckets));
+    f->fsync_count = st->fsync_count;
+    f->fsync_sum_ns = st->fsync_sum_ns;
+    f->fsync_p50_s = stats_fsync_quantile(st->fsync_buckets, st->fsync_count, 0.5);
+    f->fsync_p99_s = stats_fsync_quantile(st->fsync_buckets, st->fsync_count, 0.99);
+
+    f->acks_pending = session_acks_pending(d);
+    f->memory_bytes = d->memory_bytes;
+    f->io_pending = d->io ? io_pending(d->io) : 0;
+
+    f->errors_protocol = st->protocol_errors;
+    f->errors_io = st->io_errors;
+    f->refused_access = st->refused_access;
+    f->refused_limit = st->refused_limit;
+    f->timeouts = st->timeouts;
+    f->refused_admin = st->refused_admin;
+
+    f->active_fd = d->active_fd;
+    f->done_fd = d->done_fd;
+    f->spool_fd = d->spool_fd;
+    f->spool_error = -ENODATA; /* until measured */
+    return 0;
+}
+
+void stats_figures_free(struct stats_figures *f)
+{
+    free(f->version);
+    free(f->spool);
+    free(f->admin_socket);
+    free(f->metrics_file);
+    f->version = f->spool = f->admin_socket = f->metrics_file = NULL;
+}
+
+/* Regular files directly in the directory parent (or its subdirectory name
+ * when not NULL; a missing one counts as empty): how many, and their sizes. */
+static int measure_dir(int parent, const char *name, uint64_t *ret_files, uint64_t *ret_bytes)
+{
+    uint64_t files = 0, bytes = 0;
+    struct dirent *de;
+    DIR *dir;
+    int fd, r = 0;
+
+    fd = openat(parent, name ? name : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && name) {
+            *ret_files = *ret_bytes = 0;
+            return 0;
+        }
+        return -errno;
+    }
+    dir = fdopendir(fd);
+    if (!dir) {
+        r = -errno;
+        (void)close(fd); /* read-only directory */
+        return r;
+    }
+    for (;;) {
+        struct stat st;
+
+        errno = 0;
+        de = readdir(dir);
+        if (!de) {
+            if (errno)
+                r = -errno;
+            break;
+        }
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+            continue;
+        if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* gone since readdir (sealed, merged): not there any more */
+        if (!S_ISREG(st.st_mode))
+            continue;
+        files++;
+        bytes += (uint64_t)st.st_size;
+    }
+    (void)closedir(dir); /* read-only directory stream */
+    if (r < 0)
+        return r;
+    *ret_files = files;
+    *ret_bytes = bytes;
+    return 0;
+}
+
+int stats_measure_spool(struct stats_figures *f)
+{
+    struct statvfs vfs;
+    int r;
+
+    r = measure_dir(f->active_fd, NULL, &f->active_files, &f->active_bytes);
+    if (r == 0)
+        r = measure_dir(f->done_fd, NULL, &f->done_files, &f->done_bytes);
+    if (r == 0)
+        r = measure_dir(f->spool_fd, "quarantine", &f->quarantine_files, &f->quarantine_bytes);
+    if (r == 0 && fstatvfs(f->spool_fd, &vfs) < 0)
+        r = -errno;
+    if (r == 0) {
+        f->fs_avail_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+        f->fs_free_bytes = (uint64_t)vfs.f_bfree * vfs.f_frsize;
+        f->fs_size_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    }
+    f->spool_error = r;
+    return r;
+}
+
+/* ---- JSON ---- */
+
+static void json_time(struct json_out *o, uint64_t ns)
+{
+    char buf[64];
+
+    if (rfc3339_format(ns, 0, buf, sizeof(buf)) < 0)
+        json_null(o);
+    else
+        json_cstr(o, buf);
+}
+
+void stats_write_json(struct json_out *o, const struct stats_figures *f)
+{
+    json_obj_begin(o);
+    json_key(o, "version");
+    json_cstr(o, f->version);
+    json_key(o, "pid");
+    json_i64(o, f->pid);
+    json_key(o, "started");
+    json_time(o, f->start_real_ns);
+    json_key(o, "uptime_s");
+    json_double(o, (double)f->uptime_ns / 1e9);
+    json_key(o, "fsync_policy");
+    json_cstr(o, f->fsync_policy);
+    json_key(o, "io_backend");
+    json_cstr(o, f->io_backend);
+    json_key(o, "spool");
+    json_cstr(o, f->spool);
+    json_key(o, "admin_socket");
+    json_cstr(o, f->admin_socket);
+    json_key(o, "metrics_file");
+    json_cstr(o, f->metrics_file);
+
+    json_key(o, "producers_connected");
+    json_u64(o, f->producers_connected);
+    json_key(o, "connections_accepted");
+    json_u64(o, f->connections_accepted);
+    json_key(o, "active_shards");
+    json_u64(o, f->active_shards);
+    json_key(o, "shards_opened");
+    json_u64(o, f->shards_opened);
+    json_key(o, "shards_sealed");
+    json_u64(o, f->shards_sealed);
+
+    json_key(o, "records");
+    json_obj_begin(o);
+    json_key(o, "received");
+    json_u64(o, f->records_received);
+    json_key(o, "acknowledged");
+    json_u64(o, f->records_acked);
+    json_key(o, "per_s_10s");
+    json_double(o, f->records_per_s_10s);
+    json_key(o, "per_s_since_start");
+    json_double(o, f->records_per_s_total);
+    json_obj_end(o);
+
+    json_key(o, "bytes");
+    json_obj_begin(o);
+    json_key(o, "received");
+    json_u64(o, f->bytes_received);
+    json_key(o, "per_s_10s");
+    json_double(o, f->bytes_per_s_10s);
+    json_key(o, "per_s_since_start");
+    json_double(o, f->bytes_per_s_total);
+    json_obj_end(o);
+    json_key(o, "rate_window_s");
+    json_double(o, f->rate_window_s);
+
+    json_key(o, "fsync");
+    json_obj_begin(o);
+    json_key(o, "syncs");
+    json_u64(o, f->syncs);
+    json_key(o, "count");
+    json_u64(o, f->fsync_count);
+    json_key(o, "sum_s");
+    json_double(o, (double)f->fsync_sum_ns / 1e9);
+    json_key(o, "p50_s");
+    json_double(o, f->fsync_p50_s);
+    json_key(o, "p99_s");
+    json_double(o, f->fsync_p99_s);
+    json_obj_end(o);
+
+    json_key(o, "acks_pending");
+    json_u64(o, f->acks_pending);
+    json_key(o, "bytes_waiting");
+    json_u64(o, f->bytes_waiting);
+    json_key(o, "memory_bytes");
+    json_u64(o, f->memory_bytes);
+    json_key(o, "io_pending");
+    json_u64(o, f->io_pending);
+
+    json_key(o, "errors");
+    json_obj_begin(o);
+    json_key(o, "protocol");
+    json_u64(o, f->errors_protocol);
+    json_key(o, "io");
+    json_u64(o, f->errors_io);
+    json_key(o, "refused_access");
+    json_u64(o, f->refused_access);
+    json_key(o, "refused_limit");
+    json_u64(o, f->refused_limit);
+    json_key(o, "timeout");
+    json_u64(o, f->timeouts);
+    json_key(o, "refused_admin");
+    json_u64(o, f->refused_admin);
+    json_obj_end(o);
+
+    json_key(o, "disk");
+    json_obj_begin(o);
+    if (f->spool_error) {
+        json_key(o, "error");
+        json_cstr(o, strerror(-f->spool_error));
+    } else {
+        json_key(o, "active_files");
+        json_u64(o, f->active_files);
+        json_key(o, "active_bytes");
+        json_u64(o, f->active_bytes);
+        json_key(o, "done_files");
+        json_u64(o, f->done_files);
+        json_key(o, "done_bytes");
+        json_u64(o, f->done_bytes);
+        json_key(o, "quarantine_files");
+        json_u64(o, f->quarantine_files);
+        json_key(o, "quarantine_bytes");
+        json_u64(o, f->quarantine_bytes);
+        json_key(o, "fs_avail_bytes");
+        json_u64(o, f->fs_avail_bytes);
+        json_key(o, "fs_free_bytes");
+        json_u64(o, f->fs_free_bytes);
+        json_key(o, "fs_size_bytes");
+        json_u64(o, f->fs_size_bytes);
+    }
+    json_obj_end(o);
+    json_obj_end(o);
+}
+
+/* ---- Prometheus text format ---- */
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_label_value(FILE *out, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\')
+            fputs("\\\\", out);
+        else if (*v == '"')
+            fputs("\\\"", out);
+        else if (*v == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*v, out);
+    }
+}
+
+static void family(FILE *out, const char *name, const char *type, const char *help)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric_u64(FILE *out, const char *name, const char *type, const char *help,
+                       uint64_t v)
+{
+    family(out, name, type, help);
+    fprintf(out, "%s %" PRIu64 "\n", name, v);
+}
+
+/* Seconds with up to 9 decimals and no trailing zeros: "0.00005", "10". */
+static void put_seconds(FILE *out, uint64_t ns)
+{
+    char buf[48];
+    size_t n = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64 ".%09" PRIu64, ns / 1000000000u,
+                                ns % 1000000000u);
+
+    while (n > 0 && buf[n - 1] == '0')
+        buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '.')
+        buf[--n] = '\0';
+    fputs(buf, out);
+}
+
+int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *ret_len)
+{
+    char *text = NULL;
+    size_t len = 0;
+    uint64_t cum = 0;
+    FILE *out = open_memstream(&text, &len);
+
+    if (!out)
+        return -ENOMEM;
+
+    family(out, "logshard_build_info", "gauge",
+           "Always 1; the labels say which logshardd runs, with which fsync policy and I/O "
+           "backend.");
+    fputs("logshard_build_info{version=\"", out);
+    put_label_value(out, f->version);
+    fprintf(out, "\",fsync_policy=\"%s\",io_backend=\"%s\"} 1\n", f->fsync_policy,
+            f->io_backend);
+    family(out, "logshard_start_time_seconds", "gauge",
+           "When logshardd started, in seconds since the Unix epoch.");
+    fputs("logshard_start_time_seconds ", out);
+    put_seconds(out, f->start_real_ns);
+    fputc('\n', out);
+
+    metric_u64(out, "logshard_producers_connected", "gauge",
+               "Producer connections admitted and open now.", f->producers_connected);
+    metric_u64(out, "logshard_connections_accepted_total", "counter",
+               "Producer connections accepted since start, admitted or not.",
+               f->connections_accepted);
+    metric_u64(out, "logshard_shards_active", "gauge",
+               "Shards not yet sealed: being written, or being sealed.", f->active_shards);
+    metric_u64(out, "logshard_shards_opened_total", "counter", "Shards created since start.",
+               f->shards_opened);
+    metric_u64(out, "logshard_shards_sealed_total", "counter",
+               "Shards sealed into done/ since start.", f->shards_sealed);
+    metric_u64(out, "logshard_records_received_total", "counter",
+               "Records received from producers since start.", f->records_received);
+    metric_u64(out, "logshard_bytes_received_total", "counter",
+               "Payload bytes of the records received since start.", f->bytes_received);
+    metric_u64(out, "logshard_records_acknowledged_total", "counter",
+               "Records acknowledged to producers since start.", f->records_acked);
+    metric_u64(out, "logshard_records_pending_ack", "gauge",
+               "Records of open connections received but not yet acknowledged.",
+               f->acks_pending);
+    metric_u64(out, "logshard_bytes_waiting", "gauge",
+               "Bytes accepted into shards but not yet written to their files.",
+               f->bytes_waiting);
+    metric_u64(out, "logshard_memory_bytes", "gauge",
+               "Receive and batch buffers held for producers (see memory_limit_bytes).",
+               f->memory_bytes);
+    metric_u64(out, "logshard_io_requests_pending", "gauge",
+               "File I/O requests queued or in flight.", f->io_pending);
+    metric_u64(out, "logshard_syncs_total", "counter",
+               "fdatasync and fsync calls completed since start (shard data, seals, "
+               "directories).",
+               f->syncs);
+
+    family(out, "logshard_fsync_duration_seconds", "histogram",
+           "Time from queueing an fdatasync of shard data to its completion; under the batch "
+           "and always policies the write linked before it is included.");
+    for (unsigned i = 0; i < STATS_FSYNC_BUCKETS; i++) {
+        cum += f->fsync_buckets[i];
+        fputs("logshard_fsync_duration_seconds_bucket{le=\"", out);
+        if (i == STATS_FSYNC_BUCKETS - 1)
+            fputs("+Inf", out);
+        else
+            put_seconds(out, stats_fsync_bound_ns(i));
+        fprintf(out, "\"} %" PRIu64 "\n", cum);
+    }
+    fputs("logshard_fsync_duration_seconds_sum ", out);
+    put_seconds(out, f->fsync_sum_ns);
+    fprintf(out, "\nlogshard_fsync_duration_seconds_count %" PRIu64 "\n", f->fsync_count);
+
+    family(out, "logshard_errors_total", "counter",
+           "Errors since start, by kind: protocol (malformed frames), io (failed writes, "
+           "syncs, seals), refused_access (allowed_uids/gids), refused_limit (producer and "
+           "shard limits), timeout (hello or idle timeouts), refused_admin (admin socket "
+           "peers of another uid).");
+    fprintf(out,
+            "logshard_errors_total{kind=\"protocol\"} %" PRIu64 "\n"
+            "logshard_errors_total{kind=\"io\"} %" PRIu64 "\n"
+            "logshard_errors_total{kind=\"refused_access\"} %" PRIu64 "\n"
+            "logshard_errors_total{kind=\"refused_limit\"} %" PRIu64 "\n"
+            "logshard_errors_total{kind=\"timeout\"} %" PRIu64 "\n"
+            "logshard_errors_total{kind=\"refused_admin\"} %" PRIu64 "\n",
+            f->errors_protocol, f->errors_io, f->refused_access, f->refused_limit, f->timeouts,
+            f->refused_admin);
+
+    if (f->spool_error == 0) {
+        family(out, "logshard_spool_files", "gauge",
+               "Files in the spool's directories: active (being written), done (sealed), "
+               "quarantine.");
+        fprintf(out,
+                "logshard_spool_files{dir=\"active\"} %" PRIu64 "\n"
+                "logshard_spool_files{dir=\"done\"} %" PRIu64 "\n"
+                "logshard_spool_files{dir=\"quarantine\"} %" PRIu64 "\n",
+                f->active_files, f->done_files, f->quarantine_files);
+        family(out, "logshard_spool_bytes", "gauge",
+               "Sizes of the files in the spool's directories.");
+        fprintf(out,
+                "logshard_spool_bytes{dir=\"active\"} %" PRIu64 "\n"
+                "logshard_spool_bytes{dir=\"done\"} %" PRIu64 "\n"
+                "logshard_spool_bytes{dir=\"quarantine\"} %" PRIu64 "\n",
+                f->active_bytes, f->done_bytes, f->quarantine_bytes);
+        metric_u64(out, "logshard_spool_filesystem_avail_bytes", "gauge",
+                   "Space the spool's file system has for unprivileged users.",
+                   f->fs_avail_bytes);
+        metric_u64(out, "logshard_spool_filesystem_size_bytes", "gauge",
+                   "Size of the spool's file system.", f->fs_size_bytes);
+    }
+
+    if (fclose(out) != 0 || !text) {
+        free(text);
+        return -ENOMEM;
+    }
+    *ret = text;
+    *ret_len = len;
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* Numbers and times as logctl shows them to people. Machine output (--json)
+ * never goes through here: it carries exact numbers and RFC 3339 times. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "logctl.h"
+
+void logctl_format_size(uint64_t bytes, bool exact, char *out, size_t size)
+{
+    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    double v = (double)bytes;
+    unsigned u = 0;
+
+    if (exact || bytes < 1024) {
+        snprintf(out, size, exact ? "%" PRIu64 : "%" PRIu64 " B", bytes);
+        return;
+    }
+    v /= 1024.0;
+    while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(out, size, v < 10.0 ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+void logctl_format_local_time(uint64_t ns, char *out, size_t size)
+{
+    time_t secs = (time_t)(ns / 1000000000u);
+    struct tm tm;
+
+    if (ns == 0 || !localtime_r(&secs, &tm) || strftime(out, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+        snprintf(out, size, "-");
+}
+
+void logctl_format_duration(double seconds, char *out, size_t size)
+{
+    uint64_t s;
+
+    if (seconds < 0)
+        seconds = 0;
+    if (seconds < 60.0) {
+        snprintf(out, size, "%.1fs", seconds);
+        return;
+    }
+    s = (uint64_t)seconds;
+    if (s >= 86400)
+        snprintf(out, size, "%" PRIu64 "d %02" PRIu64 "h %02" PRIu64 "m", s / 86400,
+                 s % 86400 / 3600, s % 3600 / 60);
+    else if (s >= 3600)
+        snprintf(out, size, "%" PRIu64 "h %02" PRIu64 "m %02" PRIu64 "s", s / 3600,
+                 s % 3600 / 60, s % 60);
+    else
+        snprintf(out, size, "%" PRIu64 "m %02" PRIu64 "s", s / 60, s % 60);
+}
