@@ -18,6 +18,15 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
+  # Only the tools are wanted: packages that ship a service (prometheus) must
+  # not start one. policy-rc.d exit 101 tells the maintainer scripts so.
+  guard=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    guard=1
+  fi
+  trap '[ -z "$guard" ] || rm -f /usr/sbin/policy-rc.d' EXIT
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
