@@ -497,18 +497,34 @@ static void set_error(struct load_ctx *ctx, int error)
 static char *read_config_line(char *buf, int size, void *stream)
 {
     struct load_ctx *ctx = stream;
-    char *s = fgets(buf, size, ctx->file);
-    size_t len, blanks;
+    char *s = buf;
+    size_t len = 0, blanks;
+    bool nul = false;
+    int c = EOF;
 
-    if (!s)
+    /* Read by hand rather than with fgets, which cannot tell a NUL byte in
+     * the line from its end: a NUL would silently cut the value short. */
+    while (len + 1 < (size_t)size && (c = getc(ctx->file)) != EOF) {
+        if (c == '\0') {
+            nul = true;
+            c = ' ';
+        }
+        buf[len++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    buf[len] = '\0';
+    if (len == 0 && c == EOF)
         return NULL;
     ctx->line++;
-    len = strlen(s);
+    if (nul && !ctx->error) {
+        snprintf(ctx->why, sizeof(ctx->why), "NUL byte in the line");
+        set_error(ctx, -EINVAL);
+    }
     if (len == (size_t)size - 1 && s[len - 1] != '\n' && !feof(ctx->file)) {
-        int c;
         bool comment = s[strspn(s, " \t")] == '#' || s[strspn(s, " \t")] == ';';
 
-        while ((c = fgetc(ctx->file)) != EOF && c != '\n')
+        while ((c = getc(ctx->file)) != EOF && c != '\n')
             ;
         if (!comment && !ctx->error) {
             snprintf(ctx->why, sizeof(ctx->why), "line longer than %d bytes", size - 2);

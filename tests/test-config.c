@@ -820,6 +820,24 @@ static void test_admin_and_metrics_keys(void **state)
     assert_true(f->c.metrics_interval_ms == 3600000);
 }
 
+/* A NUL byte must not silently end a value: the line is refused. */
+static void test_load_nul_byte(void **state)
+{
+    struct fixture *f = *state;
+    char path[] = "/tmp/test-config-nul.XXXXXX";
+    static const char text[] = "[daemon]\nspool = /tmp\0junk\n";
+    char err[512] = "";
+    int fd = mkstemp(path);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+    close(fd);
+    assert_int_equal(config_load(&f->c, path, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, ":2: NUL byte in the line"));
+    assert_string_equal(f->c.spool, "/var/lib/logshard");
+    unlink(path);
+}
+
 static void test_key_at(void **state)
 {
     static const char *const want[][2] = {
@@ -946,6 +964,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_enum_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_and_access_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_nul_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_good, setup, teardown),
