@@ -352,29 +352,13 @@ int config_set(struct config *c, const char *section, const char *key, const cha
         return -ENOENT;
     }
     switch (k->kind) {
-    case KEY_PATH: {
-        char **slot = (char **)((char *)c + k->offset);
-        char *copy;
-
-        if (!*value) {
-            snprintf(why, why_len, "%s: empty path", key);
-            return -EINVAL;
-        }
-        copy = strdup(value);
-        if (!copy) {
-            snprintf(why, why_len, "out of memory");
-            return -ENOMEM;
-        }
-        free(*slot);
-        *slot = copy;
-        return 0;
-    }
+    case KEY_PATH:
     case KEY_STRING: {
         char **slot = (char **)((char *)c + k->offset);
         char *copy;
 
         if (!*value) {
-            snprintf(why, why_len, "%s: empty value", key);
+            snprintf(why, why_len, "%s: empty %s", key, k->kind == KEY_PATH ? "path" : "value");
             return -EINVAL;
         }
         copy = strdup(value);

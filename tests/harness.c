@@ -545,3 +545,30 @@ char *harness_merge_and_cat(struct harness *h, const char *tag, size_t *ret_len)
     free(err_path);
     return text;
 }
+
+/* ---- fixtures ---- */
+
+int harness_setup(void **state)
+{
+    struct harness *h = calloc(1, sizeof(*h));
+
+    assert_non_null(h);
+    harness_init(h);
+    *state = h;
+    return 0;
+}
+
+int harness_teardown(void **state)
+{
+    struct harness *h = *state;
+
+    harness_cleanup(h);
+    free(h);
+    return 0;
+}
+
+void harness_assert_clean_exit(int status)
+{
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}

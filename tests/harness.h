@@ -77,6 +77,14 @@ char *harness_slurp(const char *path, size_t *ret_len);
 /* Joins two path parts into a new string. */
 char *harness_path(const char *dir, const char *name);
 
+/* cmocka fixtures: a fresh harness in *state, and its cleanup (which kills
+ * a daemon still running and removes the directory). */
+int harness_setup(void **state);
+int harness_teardown(void **state);
+
+/* Fails the test unless status is a normal exit with code 0. */
+void harness_assert_clean_exit(int status);
+
 /* Removes the temporary directory and everything in it. */
 void harness_cleanup(struct harness *h);
 

@@ -225,26 +225,14 @@ static char *find_file(struct harness *h, const char *sub, const char *prefix)
  * test's output pipes open and the runner waiting; teardown ends it. */
 static pid_t live_child = -1;
 
-static int setup(void **state)
-{
-    struct harness *h = calloc(1, sizeof(*h));
-    harness_init(h);
-    *state = h;
-    return 0;
-}
-
 static int teardown(void **state)
 {
-    struct harness *h = *state;
-
     if (live_child > 0) {
         kill(live_child, SIGKILL);
         (void)waitpid(live_child, NULL, 0);
         live_child = -1;
     }
-    harness_cleanup(h);
-    free(h);
-    return 0;
+    return harness_teardown(state);
 }
 
 static void stop_daemon(struct harness *h)
@@ -1425,16 +1413,16 @@ static void test_metrics_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_status_figures_move, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ls_and_rotate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cat_filters, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_follow, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refuses_other_uid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_admin_protocol, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_merge_progress, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_merge_selection, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metrics_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_figures_move, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ls_and_rotate, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cat_filters, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follow, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_other_uid, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admin_protocol, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_progress, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_selection, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_file, harness_setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -168,14 +168,6 @@ static void check_exactly_once(char *text, char names[][32], const uint64_t *ack
     free(next);
 }
 
-static int setup(void **state)
-{
-    struct harness *h = calloc(1, sizeof(*h));
-    harness_init(h);
-    *state = h;
-    return 0;
-}
-
 static int teardown(void **state)
 {
     struct harness *h = *state;
@@ -185,15 +177,7 @@ static int teardown(void **state)
     (void)umount2(mnt, MNT_DETACH);
     free(mnt);
     unsetenv("LOGSHARD_FAULTS");
-    harness_cleanup(h);
-    free(h);
-    return 0;
-}
-
-static void assert_clean_exit(int status)
-{
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    return harness_teardown(state);
 }
 
 static const char *const policy_names[] = { "none", "interval", "batch", "always" };
@@ -223,7 +207,7 @@ static void test_policies(void **state)
         assert_int_equal(logshard_flush(ls, 10000), 0);
         assert_int_equal(logshard_unacked(ls), 0);
         logshard_close(ls);
-        assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+        harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     }
     {
         char names[4][32];
@@ -304,7 +288,7 @@ static void kill_rounds(struct harness *h, const char *policy, int rounds)
     }
     /* A last start recovers the final round's shards; then a clean stop. */
     harness_start(h, extra);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
     assert_int_equal(harness_count_files(h, "quarantine", ""), 0);
 
@@ -388,7 +372,7 @@ static void test_fdatasync_failure(void **state)
     assert_int_equal(logshard_append(ls, "after 0 ok", 10), 0);
     assert_int_equal(logshard_flush(ls, 10000), 0);
     logshard_close(ls);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
 
     {
         char names[2][32] = { "syncfail", "after" };
@@ -431,7 +415,7 @@ static void test_fdatasync_failure_interval_quarantines(void **state)
         assert_int_equal(r, -EIO);
     }
     logshard_close(ls);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "quarantine", ".tmp"), 1);
     assert_int_equal(harness_count_files(h, "done", ".shard"), 0);
 }
@@ -453,7 +437,7 @@ static void test_short_writes(void **state)
     assert_int_equal(reap(spawn(h->sock, "short", 0, board.fd, 3000, 300, 100)), 0);
     acked[0] = board_get(&board, 0);
     assert_int_equal(acked[0], 3000);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     text = harness_merge_and_cat(h, "short.lsm", &len);
     check_exactly_once(text, names, acked, 1, NULL);
     free(text);
@@ -481,7 +465,7 @@ static void test_uring_unavailable(void **state)
     assert_int_equal(logshard_append(ls, "fallback 0", 10), 0);
     assert_int_equal(logshard_flush(ls, 10000), 0);
     logshard_close(ls);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     log = harness_slurp(h->log, &len);
     assert_non_null(strstr(log, "io_uring unavailable"));
     assert_non_null(strstr(log, "thread-pool I/O"));
@@ -550,7 +534,7 @@ static void test_enospc(void **state)
     assert_int_equal(st, 0);
     acked[1] = board_get(&board, 1);
     assert_int_equal(acked[1], 200);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
 
     text = harness_merge_and_cat(h, "enospc.lsm", &len);
     check_exactly_once(text, names, acked, 2, NULL);
@@ -580,7 +564,7 @@ static void test_efbig(void **state)
     assert_true(acked[0] > 0);
     assert_int_equal(reap(spawn(h->sock, "small", 1, board.fd, 100, 100, 10)), 0);
     acked[1] = board_get(&board, 1);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     h->fsize_limit = 0;
     text = harness_merge_and_cat(h, "efbig.lsm", &len);
     check_exactly_once(text, names, acked, 2, NULL);
@@ -591,20 +575,20 @@ static void test_efbig(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_policies, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_batch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_always, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_none, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_interval, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_policies, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_batch, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_always, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_none, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_interval, harness_setup, teardown),
 #ifdef LOGSHARD_FAULT_INJECTION
-        cmocka_unit_test_setup_teardown(test_fdatasync_failure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fdatasync_failure_interval_quarantines, setup,
+        cmocka_unit_test_setup_teardown(test_fdatasync_failure, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fdatasync_failure_interval_quarantines, harness_setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_short_writes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_uring_unavailable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_short_writes, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uring_unavailable, harness_setup, teardown),
 #endif
-        cmocka_unit_test_setup_teardown(test_enospc, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_efbig, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_enospc, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_efbig, harness_setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -123,28 +123,6 @@ static void check_records(char *text, const char *prefix, size_t n, const uint64
 
 /* ---- tests ---- */
 
-static int setup(void **state)
-{
-    struct harness *h = calloc(1, sizeof(*h));
-    harness_init(h);
-    *state = h;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct harness *h = *state;
-    harness_cleanup(h);
-    free(h);
-    return 0;
-}
-
-static void assert_clean_exit(int status)
-{
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-}
-
 /* Several producer processes at once: everything comes out exactly once, in
  * order per producer, and SIGTERM leaves nothing in active/. */
 static void test_producers_exactly_once(void **state)
@@ -164,7 +142,7 @@ static void test_producers_exactly_once(void **state)
         pids[i] = spawn_producer(h->sock, name, counts[i], 100, i % 2 ? 500 : 0);
     }
     wait_producers(pids, N);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "active", ""), 0);
     assert_int_equal(harness_count_files(h, "done", ".shard"), N);
 
@@ -187,7 +165,7 @@ static void test_rolls_over_on_size(void **state)
     harness_start(h, NULL);
     pid = spawn_producer(h->sock, "roll0", count, 200, 7);
     wait_producers(&pid, 1);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     /* 3000 records of 216 bytes on disk, at most ~16 KiB per shard. */
     assert_true(harness_count_files(h, "done", ".shard") >= 3000 * 216 / (16 * 1024 + 216));
     assert_int_equal(harness_count_files(h, "active", ""), 0);
@@ -220,7 +198,7 @@ static void test_rolls_over_on_age(void **state)
     assert_int_equal(logshard_append(ls, "aged0 1 second", 14), 0);
     assert_int_equal(logshard_flush(ls, 10000), 0);
     logshard_close(ls);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
     text = harness_merge_and_cat(h, "merged.lsm", &len);
     assert_string_equal(text, "aged0 0 first\naged0 1 second\n");
@@ -320,7 +298,7 @@ static void test_bad_input(void **state)
     harness_start(h, NULL);
     for (int i = 0; i < 5; i++)
         run_bad_input(h, i, &cases[i]);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "active", ""), 0);
 
     /* Everything the good producer sent, and the truncated connection's
@@ -372,7 +350,7 @@ static void test_oversized_record(void **state)
     assert_int_equal(acked, 1);
     close(fd);
 
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     text = harness_merge_and_cat(h, "merged.lsm", &len);
     assert_string_equal(text, "small\n");
     free(text);
@@ -392,7 +370,7 @@ static void test_sigterm_with_connected_producers(void **state)
     assert_int_equal(logshard_connect(&ls, &opts), 0);
     assert_int_equal(logshard_append(ls, "idle0 0", 7), 0);
     assert_int_equal(logshard_flush(ls, 10000), 0);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(logshard_append(ls, "idle0 1", 7), 0);
     assert_true(logshard_flush(ls, 10000) < 0);
     assert_int_equal(logshard_unacked(ls), 1);
@@ -454,7 +432,7 @@ static void test_socket_in_use_and_stale(void **state)
     assert_true(WIFSIGNALED(harness_stop(h, SIGKILL, 10000)));
     assert_int_equal(access(h->sock, F_OK), 0);
     harness_start(h, NULL);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     free(err_path);
     free(spool2);
 }
@@ -462,14 +440,14 @@ static void test_socket_in_use_and_stale(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_producers_exactly_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rolls_over_on_size, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rolls_over_on_age, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_oversized_record, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_with_connected_producers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_config, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_socket_in_use_and_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_producers_exactly_once, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_rolls_over_on_size, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_rolls_over_on_age, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_oversized_record, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_with_connected_producers, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_socket_in_use_and_stale, harness_setup, harness_teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);

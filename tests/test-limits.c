@@ -29,28 +29,6 @@
 #include "logshard.h"
 #include "wire.h"
 
-static int setup(void **state)
-{
-    struct harness *h = calloc(1, sizeof(*h));
-    harness_init(h);
-    *state = h;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct harness *h = *state;
-    harness_cleanup(h);
-    free(h);
-    return 0;
-}
-
-static void assert_clean_exit(int status)
-{
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-}
-
 /* Reads one frame (at most 10 s); returns its type, 0 at end of stream. */
 static int read_frame(int fd, unsigned char *payload, size_t cap, uint32_t *ret_len)
 {
@@ -135,7 +113,7 @@ static void test_max_producers(void **state)
     assert_int_equal(refused, N - MAX);
     for (int i = 0; i < N; i++)
         close(fds[i]);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "done", ".shard"), MAX);
 }
 
@@ -163,7 +141,7 @@ static void test_max_producers_per_uid(void **state)
     assert_non_null(c);
     logshard_close(a);
     logshard_close(c);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
 }
 
 /* A client that connects and says nothing is dropped after
@@ -197,7 +175,7 @@ static void test_stalled_clients(void **state)
     assert_int_equal(acked, 2);
     close(quiet);
     close(slow);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     text = harness_merge_and_cat(h, "slow.lsm", &len);
     assert_string_equal(text, "slow 0\nslow 1\n");
     free(text);
@@ -308,7 +286,7 @@ static void test_flood_beside_good_producers(void **state)
 #ifndef __SANITIZE_ADDRESS__
     assert_true(rss < 16u * 1048576u + 24u * 1048576u);
 #endif
-    assert_clean_exit(harness_stop(h, SIGTERM, 60000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 60000));
     close(stop_pipe[1]);
 
     text = harness_merge_and_cat(h, "flood.lsm", &len);
@@ -397,10 +375,10 @@ static void test_hostile_names_and_symlink(void **state)
         assert_int_equal(logshard_flush(ls, 10000), 0);
         logshard_close(ls);
     }
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     /* Restart: recovery meets the planted link and leaves it alone. */
     harness_start(h, NULL);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     {
         char *target = harness_path(outside, "target");
         assert_int_equal(stat(target, &st), 0);
@@ -450,7 +428,7 @@ static void test_allowed_uids(void **state)
         assert_int_equal(logshard_connect(&ls, &o), 0);
         logshard_close(ls);
     }
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     {
         size_t len;
         char *log = harness_slurp(h->log, &len);
@@ -484,7 +462,7 @@ static void test_max_open_shards(void **state)
     logshard_close(a);
     logshard_close(b);
     logshard_close(c);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
 }
 
 /* Out of descriptors: the daemon pauses accepting, keeps serving, and the
@@ -513,7 +491,7 @@ static void test_out_of_descriptors(void **state)
         assert_int_equal(read_frame(fds[i], payload, sizeof(payload), &l), WIRE_WELCOME);
         close(fds[i]);
     }
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     log = harness_slurp(h->log, &len);
     assert_non_null(strstr(log, "pausing accepting"));
     free(log);
@@ -566,7 +544,7 @@ static void test_client_under_valgrind(void **state)
         char *text = harness_slurp(err, &n);
         fail_msg("logctl send under valgrind: status %d\n%s", st, text);
     }
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     {
         size_t n;
         char *text = harness_merge_and_cat(h, "vg.lsm", &n);
@@ -583,15 +561,15 @@ static void test_client_under_valgrind(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_max_producers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_max_producers_per_uid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stalled_clients, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_flood_beside_good_producers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hostile_names_and_symlink, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_allowed_uids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_max_open_shards, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_of_descriptors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_client_under_valgrind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_producers, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_max_producers_per_uid, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_clients, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_flood_beside_good_producers, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_names_and_symlink, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_allowed_uids, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_max_open_shards, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_descriptors, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_client_under_valgrind, harness_setup, harness_teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);

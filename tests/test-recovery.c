@@ -897,25 +897,6 @@ static bool contains(const char *text, const char *needle)
     return strstr(text, needle) != NULL;
 }
 
-static int setup_harness(void **state)
-{
-    struct harness *h = calloc(1, sizeof(*h));
-
-    assert_non_null(h);
-    harness_init(h);
-    *state = h;
-    return 0;
-}
-
-static int teardown_harness(void **state)
-{
-    struct harness *h = *state;
-
-    harness_cleanup(h);
-    free(h);
-    return 0;
-}
-
 /* logshardd started on a spool with a torn temp shard seals its valid
  * prefix before READY=1, says so in its log, and logctl cat prints the
  * records that were kept. */
@@ -990,8 +971,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_second_run_is_noop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unopenable_file_left, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_ops, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_daemon_recovers_at_start, setup_harness,
-                                        teardown_harness),
+        cmocka_unit_test_setup_teardown(test_daemon_recovers_at_start, harness_setup,
+                                        harness_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,28 +23,11 @@
 #include "harness.h"
 #include "logshard.h"
 
-static int setup(void **state)
-{
-    struct harness *h = calloc(1, sizeof(*h));
-    harness_init(h);
-    *state = h;
-    return 0;
-}
-
 static int teardown(void **state)
 {
-    struct harness *h = *state;
     unsetenv("WATCHDOG_USEC");
     unsetenv("LOGSHARD_FAULTS");
-    harness_cleanup(h);
-    free(h);
-    return 0;
-}
-
-static void assert_clean_exit(int status)
-{
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    return harness_teardown(state);
 }
 
 static int connect_and_send(const struct harness *h, const char *name, int *ret_policy)
@@ -107,7 +90,7 @@ static void test_notify_sequence(void **state)
     at = harness_notify_wait(h, at, "READY=1", 5000);
     assert_true(at > 0);
 
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     harness_notify_drain(h);
     assert_non_null(strstr(h->notify_log + at, "STOPPING=1"));
 }
@@ -180,7 +163,7 @@ static void test_reload(void **state)
     assert_int_equal(connect_and_send(h, "broken", &policy), 0);
     assert_int_equal(policy, LOGSHARD_FSYNC_ALWAYS);
 
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     log = harness_slurp(h->log, &len);
     /* The socket's mode cannot change while running; the log says so by
      * name. */
@@ -236,7 +219,7 @@ static void test_socket_activation(void **state)
     assert_int_equal(connect_and_send(h, "activated", NULL), 0);
     assert_true(harness_notify_wait(h, 0, "READY=1", 5000) > 0);
     assert_int_equal(connect_and_send(h, "second", NULL), 0);
-    assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
     log = harness_slurp(h->log, &len);
     if (!strstr(log, "(socket from systemd)"))
@@ -289,13 +272,13 @@ static void test_socket_activation_wrong_type(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_notify_sequence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notify_sequence, harness_setup, teardown),
 #ifdef LOGSHARD_FAULT_INJECTION
-        cmocka_unit_test_setup_teardown(test_watchdog_stops_when_writes_hang, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watchdog_stops_when_writes_hang, harness_setup, teardown),
 #endif
-        cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_socket_activation, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_socket_activation_wrong_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_socket_activation_wrong_type, harness_setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
