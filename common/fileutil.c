@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 
 int write_all(int fd, const void *buf, size_t len)
@@ -101,4 +102,17 @@ uint64_t now_realtime_ns(void)
 uint64_t now_monotonic_ns(void)
 {
     return clock_ns(CLOCK_MONOTONIC);
+}
+
+long fs_block_size(int fd, size_t max)
+{
+    struct statfs sf;
+    unsigned long bs;
+
+    if (fstatfs(fd, &sf) < 0)
+        return -errno;
+    bs = (unsigned long)sf.f_bsize;
+    if (bs < 512 || bs > max || (bs & (bs - 1)) != 0)
+        return 0;
+    return (long)bs;
 }

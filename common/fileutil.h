@@ -24,6 +24,10 @@ int fsync_dir_path(const char *path);
  * directory is fine. Returns 0, -ENOTDIR or another negative errno. */
 int mkdir_if_missing(const char *path, mode_t mode);
 
+/* The block size of the filesystem fd is on (statfs f_bsize) when it is a
+ * power of two from 512 to max, else 0. Returns that size or a negative errno. */
+long fs_block_size(int fd, size_t max);
+
 /* Joins dir and name with one '/' into a new string; NULL when out of memory. */
 char *path_join(const char *dir, const char *name);
 

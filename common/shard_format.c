@@ -51,7 +51,7 @@ int shard_decode_header(const unsigned char *in, size_t avail, struct shard_head
     h.shard_id = wire_get_u64(in + 24);
     h.created_ns = wire_get_u64(in + 32);
     h.producer_len = wire_get_u16(in + 40);
-    if (h.version != SHARD_FORMAT_VERSION) {
+    if (h.version < SHARD_FORMAT_VERSION_MIN || h.version > SHARD_FORMAT_VERSION) {
         *ret_why = "unsupported shard format version";
         return -EBADMSG;
     }
@@ -97,6 +97,82 @@ size_t shard_encode_record(unsigned char *out, const void *payload, uint32_t len
     return SHARD_RECORD_HEADER + len;
 }
 
+size_t shard_trailer_size(uint64_t shard_len, size_t align)
+{
+    uint64_t end = shard_len + SHARD_TRAILER_MIN;
+
+    if (align <= 1)
+        return SHARD_TRAILER_MIN;
+    end = (end + align - 1) & ~(uint64_t)(align - 1);
+    return (size_t)(end - shard_len);
+}
+
+static uint32_t trailer_crc(const unsigned char *head, const unsigned char *tail)
+{
+    return crc32c_extend(crc32c_extend(0, head, 8), tail, SHARD_TRAILER_TAIL - 4);
+}
+
+void shard_encode_trailer(unsigned char *out, const struct shard_trailer *t)
+{
+    unsigned char *tail = out + t->trailer_len - SHARD_TRAILER_TAIL;
+
+    memset(out, 0, t->trailer_len);
+    wire_put_u32(out, SHARD_TRAILER_MARKER);
+    wire_put_u32(out + 4, t->trailer_len);
+    wire_put_u64(tail, t->shard_len);
+    wire_put_u64(tail + 8, t->records);
+    wire_put_u64(tail + 16, t->newest_ns);
+    wire_put_u32(tail + 24, t->trailer_len);
+    wire_put_u32(tail + 28, trailer_crc(out, tail));
+}
+
+/* Decodes and checks the fields both ends of a trailer carry. */
+static int decode_trailer(const unsigned char *head, const unsigned char *tail,
+                          struct shard_trailer *ret, const char **ret_why)
+{
+    struct shard_trailer t;
+
+    t.trailer_len = wire_get_u32(head + 4);
+    t.shard_len = wire_get_u64(tail);
+    t.records = wire_get_u64(tail + 8);
+    t.newest_ns = wire_get_u64(tail + 16);
+    if (wire_get_u32(head) != SHARD_TRAILER_MARKER) {
+        *ret_why = "no seal trailer";
+        return -EBADMSG;
+    }
+    if (t.trailer_len < SHARD_TRAILER_MIN || t.trailer_len >= SHARD_TRAILER_MAX) {
+        *ret_why = "impossible seal trailer length";
+        return -EBADMSG;
+    }
+    if (wire_get_u32(tail + 24) != t.trailer_len) {
+        *ret_why = "the seal trailer's two length fields disagree";
+        return -EBADMSG;
+    }
+    if (wire_get_u32(tail + 28) != trailer_crc(head, tail)) {
+        *ret_why = "seal trailer CRC mismatch";
+        return -EBADMSG;
+    }
+    *ret = t;
+    return 0;
+}
+
+int shard_decode_trailer_ends(const unsigned char *head, const unsigned char *tail,
+                              uint64_t file_size, struct shard_trailer *ret,
+                              const char **ret_why)
+{
+    struct shard_trailer t;
+    int r = decode_trailer(head, tail, &t, ret_why);
+
+    if (r < 0)
+        return r;
+    if (t.shard_len < shard_header_size(1) || t.shard_len + t.trailer_len != file_size) {
+        *ret_why = "the seal trailer's lengths do not add up to the file size";
+        return -EBADMSG;
+    }
+    *ret = t;
+    return 0;
+}
+
 /* ---- reader ---- */
 
 #define READER_MIN_BUFFER (256u * 1024u)
@@ -112,6 +188,10 @@ struct shard_reader {
     uint64_t records;
     bool have_header;
     struct shard_header header;
+    uint64_t header_offset; /* where the current shard begins */
+    uint64_t shard_records; /* records of the current shard so far */
+    bool sealed;            /* the current shard's trailer was read */
+    struct shard_trailer trailer;
     int error;
     uint64_t error_offset;
     const char *error_why;
@@ -190,6 +270,56 @@ static int reader_fail(struct shard_reader *r, int err, const char *why)
     return err;
 }
 
+static bool all_zero(const unsigned char *p, size_t n)
+{
+    while (n > 0 && *p == 0) {
+        p++;
+        n--;
+    }
+    return n == 0;
+}
+
+static int read_trailer(struct shard_reader *r, struct shard_item *ret)
+{
+    const unsigned char *p;
+    uint64_t offset = r->buf_offset + r->start;
+    uint32_t len;
+    ssize_t avail = reader_fill(r, SHARD_TRAILER_MIN);
+    const char *why = NULL;
+
+    if (avail < 0)
+        return reader_fail(r, (int)avail, "read error");
+    if ((size_t)avail < SHARD_TRAILER_MIN)
+        return reader_fail(r, -ENODATA, "file ends inside the seal trailer");
+    len = wire_get_u32(r->buf + r->start + 4);
+    if (len < SHARD_TRAILER_MIN || len >= SHARD_TRAILER_MAX)
+        return reader_fail(r, -EBADMSG, "impossible seal trailer length");
+    avail = reader_fill(r, len);
+    if (avail < 0)
+        return reader_fail(r, (int)avail, "read error");
+    if ((size_t)avail < len)
+        return reader_fail(r, -ENODATA, "file ends inside the seal trailer");
+    p = r->buf + r->start;
+    if (decode_trailer(p, p + len - SHARD_TRAILER_TAIL, &r->trailer, &why) < 0)
+        return reader_fail(r, -EBADMSG, why);
+    if (!all_zero(p + 8, len - SHARD_TRAILER_MIN))
+        return reader_fail(r, -EBADMSG, "the seal trailer's padding is not all zero");
+    if (r->trailer.shard_len != offset - r->header_offset)
+        return reader_fail(r, -EBADMSG, "the seal trailer gives the wrong shard length");
+    if (r->trailer.records != r->shard_records)
+        return reader_fail(r, -EBADMSG, "the seal trailer gives the wrong record count");
+    r->sealed = true;
+    ret->kind = SHARD_ITEM_TRAILER;
+    ret->offset = offset;
+    ret->header = &r->header;
+    ret->timestamp_ns = 0;
+    ret->payload = NULL;
+    ret->len = len;
+    ret->trailer = &r->trailer;
+    r->start += len;
+    return 1;
+}
+
 int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
 {
     ssize_t avail;
@@ -225,17 +355,26 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         if (rc < 0)
             return reader_fail(r, rc, why);
         r->have_header = true;
+        r->header_offset = r->buf_offset + r->start;
+        r->shard_records = 0;
+        r->sealed = false;
         ret->kind = SHARD_ITEM_HEADER;
-        ret->offset = r->buf_offset + r->start;
+        ret->offset = r->header_offset;
         ret->header = &r->header;
         ret->timestamp_ns = 0;
         ret->payload = NULL;
         ret->len = 0;
+        ret->trailer = NULL;
         r->start += r->header.header_len;
         return 1;
     }
     if (!r->have_header)
         return reader_fail(r, -EBADMSG, "no shard header (bad magic)");
+    if (r->sealed)
+        return reader_fail(r, -EBADMSG, "data after the shard's seal trailer");
+    if (r->header.version >= 2 && (size_t)avail >= 4 &&
+        wire_get_u32(p) == SHARD_TRAILER_MARKER)
+        return read_trailer(r, ret);
     if ((size_t)avail < SHARD_RECORD_HEADER)
         return reader_fail(r, -ENODATA, "file ends inside a record header");
 
@@ -260,8 +399,10 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         ret->timestamp_ns = ts;
         ret->payload = p + SHARD_RECORD_HEADER;
         ret->len = len;
+        ret->trailer = NULL;
         r->start += SHARD_RECORD_HEADER + (size_t)len;
         r->records++;
+        r->shard_records++;
         return 1;
     }
 }

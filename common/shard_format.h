@@ -11,7 +11,10 @@
 
 #define SHARD_MAGIC "LOGSHRD\x01"
 #define SHARD_MAGIC_SIZE 8u
-#define SHARD_FORMAT_VERSION 1u
+/* The version written. Readers also read version 1, which is version 2
+ * without the seal trailer. */
+#define SHARD_FORMAT_VERSION 2u
+#define SHARD_FORMAT_VERSION_MIN 1u
 
 /* Header: magic[8], u16 version, u16 header_len, u32 uid, u32 gid, u32 pid,
  * u64 shard_id, u64 created_ns, u16 producer_len, producer, u32 crc32c of all
@@ -27,6 +30,29 @@
  * first four magic bytes would give as a length, so a reader can always
  * tell a record from the next shard's header. */
 #define SHARD_RECORD_MAX (256u * 1024u * 1024u)
+
+/* Seal trailer (version 2): the last item of a sealed shard. It pads the
+ * shard to a multiple of the filesystem block size, so that shards copied
+ * back to back stay block-aligned and copy_file_range can share extents on
+ * reflink filesystems, and it states the shard's size, record count and
+ * newest record, so a sealed shard can be checked from its two ends:
+ *   u32 marker "SEAL", u32 trailer_len, zeros,
+ *   u64 shard_len, u64 records, u64 newest_ns, u32 trailer_len, u32 crc32c
+ * The CRC covers the first 8 and the last 32 bytes but its own 4. The
+ * marker, read as a record length, is above SHARD_RECORD_MAX. */
+#define SHARD_TRAILER_MARKER 0x4C414553u /* the bytes "SEAL" */
+#define SHARD_TRAILER_MIN 40u
+#define SHARD_TRAILER_TAIL 32u /* the fixed fields at the end */
+#define SHARD_ALIGN_MAX 65536u
+#define SHARD_TRAILER_MAX (SHARD_TRAILER_MIN + SHARD_ALIGN_MAX)
+
+struct shard_trailer {
+    uint32_t trailer_len; /* the whole trailer, zeros included */
+    uint64_t shard_len;   /* bytes of the shard before the trailer */
+    uint64_t records;     /* records in the shard */
+    uint64_t newest_ns;   /* no record was received later than this (the
+                             header's created_ns when there is none) */
+};
 
 struct shard_header {
     uint16_t version;
@@ -63,12 +89,30 @@ int shard_decode_header(const unsigned char *in, size_t avail, struct shard_head
 size_t shard_encode_record(unsigned char *out, const void *payload, uint32_t len,
                            uint64_t timestamp_ns);
 
+/* The size of the trailer for a shard of shard_len bytes so that the sealed
+ * shard ends on a multiple of align (a power of two up to SHARD_ALIGN_MAX;
+ * 0 or 1 for no alignment): SHARD_TRAILER_MIN to SHARD_TRAILER_MAX - 1. */
+size_t shard_trailer_size(uint64_t shard_len, size_t align);
+
+/* Encodes t into out, which must hold t->trailer_len bytes (>= SHARD_TRAILER_MIN). */
+void shard_encode_trailer(unsigned char *out, const struct shard_trailer *t);
+
+/* Checks a trailer from the two places a reader that starts at the end of a
+ * file finds it: head, its first 8 bytes, and tail, its last
+ * SHARD_TRAILER_TAIL bytes (the zeros between are not looked at). For a
+ * file of file_size bytes holding one sealed shard. Returns 0 and fills
+ * *ret, or -EBADMSG with *ret_why. */
+int shard_decode_trailer_ends(const unsigned char *head, const unsigned char *tail,
+                              uint64_t file_size, struct shard_trailer *ret,
+                              const char **ret_why);
+
 /* A sequential reader over a shard or merged file. */
 struct shard_reader;
 
 enum shard_item_kind {
     SHARD_ITEM_HEADER = 1, /* a shard begins; item.header is its header */
     SHARD_ITEM_RECORD = 2,
+    SHARD_ITEM_TRAILER = 3, /* the shard's seal trailer; item.len is its size */
 };
 
 struct shard_item {
@@ -78,6 +122,7 @@ struct shard_item {
     uint64_t timestamp_ns;             /* records only */
     const unsigned char *payload;      /* records only; valid until next call */
     uint32_t len;
+    const struct shard_trailer *trailer; /* trailers only */
 };
 
 /* Starts reading fd from its current offset (normally 0). The reader does not

@@ -86,6 +86,7 @@ struct daemon {
     int spool_fd;
     int active_fd;
     int done_fd;
+    size_t seal_align; /* sealed shards end on a multiple of this (0: none) */
     uint64_t last_shard_id;
 
     struct list_node sessions;     /* struct session.node */

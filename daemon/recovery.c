@@ -89,6 +89,8 @@ struct scan {
     struct shard_header header;
     uint64_t keep_end; /* length of the valid prefix */
     uint64_t records;  /* records in it */
+    uint64_t newest_ns; /* the latest record's receive time (0: no record) */
+    bool sealed;        /* the prefix ends with a seal trailer */
     const char *why;   /* why the prefix ends before the file does (or why
                           there is no header); NULL when the file is whole */
 };
@@ -274,6 +276,10 @@ static int scan_file(int fd, struct scan *ret)
                 r = 0;
                 goto done;
             }
+            if (item.kind == SHARD_ITEM_TRAILER)
+                s.sealed = true;
+            else if (item.timestamp_ns > s.newest_ns)
+                s.newest_ns = item.timestamp_ns;
         }
     }
     if (r == 0) {
@@ -294,7 +300,38 @@ done:
     return 0;
 }
 
-/* Seals active/<tmp> into done/: cut to the valid prefix, sync, rename. */
+/* Appends the seal trailer the daemon did not get to write. Returns 0, or
+ * the negative errno of the write after cutting the file back (the shard is
+ * then sealed without a trailer, which is valid), or of that cut. */
+static int write_trailer(struct recovery *rec, int fd, const struct scan *s, bool *ret_torn)
+{
+    struct shard_trailer t = {
+        .shard_len = s->keep_end,
+        .records = s->records,
+        .newest_ns = s->newest_ns ? s->newest_ns : s->header.created_ns,
+    };
+    long align = fs_block_size(rec->done_fd, SHARD_ALIGN_MAX);
+    _cleanup_free_ unsigned char *buf = NULL;
+    int r;
+
+    t.trailer_len = (uint32_t)shard_trailer_size(s->keep_end, align > 0 ? (size_t)align : 0);
+    buf = malloc(t.trailer_len);
+    if (!buf)
+        return -ENOMEM;
+    shard_encode_trailer(buf, &t);
+    *ret_torn = false;
+    if (lseek(fd, (off_t)s->keep_end, SEEK_SET) < 0)
+        return -errno;
+    r = write_all(fd, buf, t.trailer_len);
+    if (r < 0 && ftruncate(fd, (off_t)s->keep_end) < 0) {
+        *ret_torn = true; /* the next recovery cuts it */
+        return -errno;
+    }
+    return r;
+}
+
+/* Seals active/<tmp> into done/: cut to the valid prefix, add the seal
+ * trailer, sync, rename. */
 static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
                      const struct scan *s)
 {
@@ -309,6 +346,17 @@ static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
     cut = (uint64_t)st.st_size - s->keep_end;
     if (cut > 0 && ftruncate(fd, (off_t)s->keep_end) < 0)
         return fail_file(rec, c->tmp_name, "cannot cut its tail", -errno);
+    if (!s->sealed && s->header.version >= 2) {
+        bool torn = false;
+
+        r = write_trailer(rec, fd, s, &torn);
+        if (r < 0 && torn)
+            return fail_file(rec, c->tmp_name, "cannot cut a torn seal trailer", r);
+        if (r < 0)
+            report(rec, RECOVERY_LOG_WARNING,
+                   "active/%s: cannot write its seal trailer (%s); sealing it without one",
+                   c->tmp_name, strerror(-r));
+    }
     /* The data (and the new size) must be on disk before the name in done/
      * promises a complete shard. A failed sync is not retried here. */
     if (fdatasync(fd) < 0)

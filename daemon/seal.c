@@ -1,7 +1,14 @@
 /* Sealing a shard, step by step through the I/O ring so the event loop
  * never waits on a sync:
  *
- *   fdatasync(file) -> renameat(active/tmp, done/shard) -> fsync(done/) + fsync(active/)
+ *   write trailer -> fdatasync(file) -> renameat(active/tmp, done/shard)
+ *     -> fsync(done/) + fsync(active/)
+ *
+ * The seal trailer (docs/FORMAT.md) pads the shard to the filesystem's block
+ * size and records its length and record count, so merge can check a sealed
+ * shard from its two ends and reflink it whole. A trailer that cannot be
+ * written (a full disk) is cut off again and the shard sealed without one:
+ * it stays a valid shard, which merge then checks record by record.
  *
  * The data is synced before the rename, so after a crash a name in done/
  * never points at unsynced data (ext4's delayed allocation could otherwise
@@ -26,6 +33,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,8 +42,10 @@
 #include "daemon.h"
 #include "log.h"
 #include "shard.h"
+#include "shard_format.h"
 
 enum {
+    STEP_TRAILER,
     STEP_DATASYNC,
     STEP_RENAME,
     STEP_SYNC_DONE,
@@ -46,6 +56,7 @@ enum {
 };
 
 static const char *const step_names[] = {
+    [STEP_TRAILER] = "writing the seal trailer",
     [STEP_DATASYNC] = "fdatasync",
     [STEP_RENAME] = "rename into done/",
     [STEP_SYNC_DONE] = "fsync of done/",
@@ -64,6 +75,13 @@ static void queue_step(struct shard *s, unsigned step)
 
     memset(req, 0, sizeof(*req));
     switch (step) {
+    case STEP_TRAILER:
+        req->op = IO_WRITE;
+        req->fd = s->fd;
+        req->buf = s->trailer + s->trailer_done;
+        req->len = s->trailer_len - s->trailer_done;
+        req->offset = s->trailer_offset + s->trailer_done;
+        break;
     case STEP_DATASYNC:
         req->op = IO_FDATASYNC;
         req->fd = s->fd;
@@ -123,10 +141,37 @@ static void start_quarantine(struct shard *s)
     queue_step(s, STEP_QUARANTINE);
 }
 
+/* The trailer's write finished, fully or not. */
+static void on_trailer_written(struct shard *s, int res)
+{
+    if (res > 0 && s->trailer_done + (uint32_t)res < s->trailer_len) {
+        s->trailer_done += (uint32_t)res;
+        queue_step(s, STEP_TRAILER);
+        return;
+    }
+    if (res <= 0) {
+        log_warning("active/%s: cannot write its seal trailer (%s); sealing it without "
+                    "one, merge will check it record by record",
+                    s->tmp_name, res < 0 ? strerror(-res) : "no progress");
+        /* A torn trailer would make the sealed file corrupt; cut it. */
+        if (ftruncate(s->fd, (off_t)s->trailer_offset) < 0) {
+            s->seal_failed_step = "cutting a torn seal trailer";
+            shard_sealed(s, -errno);
+            return;
+        }
+    }
+    queue_step(s, STEP_DATASYNC);
+}
+
 static void on_seal_step(struct io_req *req, int res)
 {
     struct shard *s = req->data;
     unsigned step = (unsigned)(req - s->seal_req);
+
+    if (step == STEP_TRAILER) {
+        on_trailer_written(s, res);
+        return;
+    }
 
     if (res < 0 && s->seal_error == 0) {
         s->seal_error = res;
@@ -173,6 +218,7 @@ void seal_start(struct shard *s)
 {
     bool synced_each_write = s->policy == FSYNC_BATCH || s->policy == FSYNC_ALWAYS;
     uint64_t keep = s->size_written;
+    struct shard_trailer t;
 
     s->seal_error = 0;
     s->seal_failed_step = NULL;
@@ -188,6 +234,12 @@ void seal_start(struct shard *s)
         }
         keep = s->size_synced;
     }
+    memset(&t, 0, sizeof(t));
+    t.shard_len = keep;
+    t.records = s->sync_error ? s->records_synced : s->records_written;
+    /* After a cut this may be later than the newest record kept: it is an
+     * upper bound, which is what merge --before needs. */
+    t.newest_ns = s->newest_record_ns ? s->newest_record_ns : s->created_ns;
     /* After a write or sync error the file may hold bytes nothing vouched
      * for past the last good write or sync; cut them so the shard holds
      * exactly what was acknowledged. */
@@ -196,5 +248,17 @@ void seal_start(struct shard *s)
         shard_sealed(s, -errno);
         return;
     }
-    queue_step(s, STEP_DATASYNC);
+    t.trailer_len = (uint32_t)shard_trailer_size(keep, s->d->seal_align);
+    s->trailer = malloc(t.trailer_len);
+    if (!s->trailer) {
+        log_warning("active/%s: no memory for its seal trailer; sealing it without one",
+                    s->tmp_name);
+        queue_step(s, STEP_DATASYNC);
+        return;
+    }
+    shard_encode_trailer(s->trailer, &t);
+    s->trailer_len = t.trailer_len;
+    s->trailer_done = 0;
+    s->trailer_offset = keep;
+    queue_step(s, STEP_TRAILER);
 }

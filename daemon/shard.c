@@ -104,6 +104,7 @@ static void shard_free(struct shard *s)
         (void)close(s->quarantine_fd); /* a directory, read-only */
     free(s->tmp_name);
     free(s->done_name);
+    free(s->trailer);
     batch_release(s->d, &s->filling);
     batch_release(s->d, &s->inflight);
     if (s->counted_open)
@@ -209,6 +210,8 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
     if (s->records_queued == 0)
         s->first_record_ns = timestamp_ns;
     s->last_record_ns = timestamp_ns;
+    if (timestamp_ns > s->newest_record_ns)
+        s->newest_record_ns = timestamp_ns;
     s->records_queued++;
     s->size_queued += SHARD_RECORD_HEADER + (uint64_t)len;
     mark_dirty(s);

@@ -67,6 +67,7 @@ struct shard {
     uint64_t created_ns;      /* CLOCK_REALTIME, as in the header */
     uint64_t first_record_ns; /* receive times of the first and last record */
     uint64_t last_record_ns;  /* appended (0 while there is none) */
+    uint64_t newest_record_ns; /* the latest receive time of any record */
     char *tmp_name;  /* relative to d->active_fd */
     char *done_name; /* relative to d->done_fd */
     int fd;
@@ -99,9 +100,12 @@ struct shard {
     bool sealing;
     int error; /* first write error; no records are taken after it */
 
-    /* The seal steps: fdatasync, rename, fsync(done/), fsync(active/), or
+    /* The seal steps: trailer, fdatasync, rename, fsync(done/), fsync(active/), or
      * the move into quarantine/ and its syncs. */
-    struct io_req seal_req[7];
+    struct io_req seal_req[8];
+    unsigned char *trailer; /* the seal trailer being written */
+    uint32_t trailer_len, trailer_done;
+    uint64_t trailer_offset;
     int quarantine_fd;
     bool quarantined;
     bool counted_open; /* in d->open_shards */

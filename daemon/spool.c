@@ -14,6 +14,7 @@
 
 #include "daemon.h"
 #include "fileutil.h"
+#include "shard_format.h"
 
 static int open_subdir(int parent, const char *spool, const char *name, int *ret_fd, char *why,
                        size_t why_len)
@@ -100,6 +101,10 @@ int spool_open(struct daemon *d, char *why, size_t why_len)
     r = open_subdir(d->spool_fd, spool, "done", &d->done_fd, why, why_len);
     if (r < 0)
         return r;
+    /* Shards padded to the block size stay block-aligned when merged, so
+     * copy_file_range can share their extents on reflink filesystems. */
+    long bs = fs_block_size(d->done_fd, SHARD_ALIGN_MAX);
+    d->seal_align = bs > 0 ? (size_t)bs : 0;
     r = find_highest_done_id(d, &d->last_shard_id);
     if (r < 0) {
         snprintf(why, why_len, "cannot list %s/done: %s", spool, strerror(-r));

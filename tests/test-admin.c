@@ -36,6 +36,7 @@
 #include "harness.h"
 #include "json.h"
 #include "logshard.h"
+#include "shard_format.h"
 
 #define NOBODY 65534
 
@@ -495,7 +496,12 @@ static void test_verify(void **state)
         char *bytes = harness_slurp(file, &len);
         fd = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         assert_true(fd >= 0);
-        assert_int_equal(write(fd, bytes, len - 3), (ssize_t)(len - 3));
+        size_t records_end = header_len + 5 * (16 + 6);
+
+        /* Sealed: the trailer follows the records and pads to a block. */
+        assert_true(len >= records_end + SHARD_TRAILER_MIN);
+        assert_int_equal(len % 512, 0);
+        assert_int_equal(write(fd, bytes, records_end - 3), (ssize_t)(records_end - 3));
         close(fd);
         free(bytes);
     }

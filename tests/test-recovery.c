@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "crc32c.h"
 #include "fileutil.h"
 #include "harness.h"
 #include "recovery.h"
@@ -189,6 +190,41 @@ static void assert_file_equals(int dir_fd, const char *name, const void *expect,
     free(got);
 }
 
+/* name in done/ holds expect (len bytes) and then the seal trailer recovery
+ * added: the trailer reads as valid, follows exactly len bytes and ends the
+ * file on a multiple of the filesystem's block size. */
+static void assert_sealed_equals(int dir_fd, const char *name, const void *expect, size_t len)
+{
+    size_t got_len = 0;
+    unsigned char *got = read_file(dir_fd, name, &got_len);
+    long align = fs_block_size(dir_fd, SHARD_ALIGN_MAX);
+    int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+    struct shard_reader *r;
+    struct shard_item item;
+    int rc;
+
+    if (!got)
+        fail_msg("%s is missing", name);
+    assert_true(got_len >= len + SHARD_TRAILER_MIN);
+    assert_memory_equal(got, expect, len);
+    assert_true(align >= 0);
+    if (align > 0)
+        assert_int_equal(got_len % (size_t)align, 0);
+    free(got);
+
+    assert_true(fd >= 0);
+    assert_int_equal(shard_reader_new(&r, fd), 0);
+    while ((rc = shard_reader_next(r, &item)) == 1 && item.kind != SHARD_ITEM_TRAILER)
+        ;
+    assert_int_equal(rc, 1);
+    assert_int_equal(item.offset, len);
+    assert_int_equal(item.trailer->shard_len, len);
+    assert_int_equal(item.offset + item.len, got_len);
+    assert_int_equal(shard_reader_next(r, &item), 0);
+    shard_reader_free(r);
+    close(fd);
+}
+
 static bool exists(int dir_fd, const char *name)
 {
     struct stat st;
@@ -263,6 +299,10 @@ static void assert_reads_cleanly(struct fixture *f, const char *name, const char
         if (rc == 0)
             break;
         assert_int_equal(rc, 1);
+        if (item.kind == SHARD_ITEM_TRAILER) {
+            assert_int_equal(item.trailer->records, i);
+            continue;
+        }
         assert_int_equal(item.kind, SHARD_ITEM_RECORD);
         len = snprintf(expect, sizeof(expect), "record %u", i);
         assert_int_equal(item.len, len);
@@ -329,7 +369,7 @@ static void test_clean_shard_sealed_intact(void **state)
 
     assert_dir_lists(f->active_fd, "");
     assert_dir_lists(f->done_fd, "web.0123456789abcdef.shard\n");
-    assert_file_equals(f->done_fd, "web.0123456789abcdef.shard", s.buf, s.len);
+    assert_sealed_equals(f->done_fd, "web.0123456789abcdef.shard", s.buf, s.len);
     assert_false(exists(f->spool_fd, "quarantine"));
     assert_stats(&st, 1, 1, 0, 0, 0, 3, 0);
     assert_int_equal(f->nlines, 2);
@@ -372,7 +412,7 @@ static void test_torn_tail_every_offset(void **state)
         run_recovery(f, &st);
 
         assert_false(exists(f->active_fd, tmp));
-        assert_file_equals(f->done_fd, done, s.buf, last);
+        assert_sealed_equals(f->done_fd, done, s.buf, last);
         assert_reads_cleanly(f, done, "web", id, 2);
         assert_stats(&st, 1, 1, 0, 0, 0, 2, k);
         snprintf(line, sizeof(line),
@@ -403,7 +443,7 @@ static void test_corrupt_middle_record(void **state)
     run_recovery(f, &st);
 
     assert_false(exists(f->active_fd, "api.0000000000000007.tmp"));
-    assert_file_equals(f->done_fd, "api.0000000000000007.shard", s.buf, mid);
+    assert_sealed_equals(f->done_fd, "api.0000000000000007.shard", s.buf, mid);
     assert_reads_cleanly(f, "api.0000000000000007.shard", "api", 7, 1);
     assert_stats(&st, 1, 1, 0, 0, 0, 1, s.len - mid);
     snprintf(line, sizeof(line),
@@ -429,7 +469,7 @@ static void test_second_header_cut(void **state)
     s.len += other.len;
     write_file(f->active_fd, "web.0000000000000008.tmp", s.buf, s.len);
     run_recovery(f, &st);
-    assert_file_equals(f->done_fd, "web.0000000000000008.shard", s.buf, first);
+    assert_sealed_equals(f->done_fd, "web.0000000000000008.shard", s.buf, first);
     assert_reads_cleanly(f, "web.0000000000000008.shard", "web", 8, 2);
     assert_stats(&st, 1, 1, 0, 0, 0, 2, other.len);
 }
@@ -448,7 +488,7 @@ static void test_zero_tail(void **state)
     memset(s.buf + s.len, 0, 4000);
     write_file(f->active_fd, "zeros.0000000000000009.tmp", s.buf, whole + 4000);
     run_recovery(f, &st);
-    assert_file_equals(f->done_fd, "zeros.0000000000000009.shard", s.buf, whole);
+    assert_sealed_equals(f->done_fd, "zeros.0000000000000009.shard", s.buf, whole);
     assert_stats(&st, 1, 1, 0, 0, 0, 2, 4000);
 }
 
@@ -463,7 +503,7 @@ static void test_header_only(void **state)
     write_file(f->active_fd, "quiet.app.000000000000002a.tmp", s.buf, s.len);
     run_recovery(f, &st);
     assert_dir_lists(f->active_fd, "");
-    assert_file_equals(f->done_fd, "quiet.app.000000000000002a.shard", s.buf, s.len);
+    assert_sealed_equals(f->done_fd, "quiet.app.000000000000002a.shard", s.buf, s.len);
     assert_reads_cleanly(f, "quiet.app.000000000000002a.shard", "quiet.app", 42, 0);
     assert_stats(&st, 1, 1, 0, 0, 0, 0, 0);
     assert_reported(f, RECOVERY_LOG_INFO,
@@ -787,8 +827,8 @@ static void test_second_run_is_noop(void **state)
     assert_dir_lists(f->active_fd, active);
     assert_dir_lists(f->done_fd, done);
     assert_dir_lists(qfd, quarantined);
-    assert_file_equals(f->done_fd, "a.0000000000000001.shard", a.buf, a.len);
-    assert_file_equals(f->done_fd, "b.0000000000000002.shard", b.buf, b.record_offset[2]);
+    assert_sealed_equals(f->done_fd, "a.0000000000000001.shard", a.buf, a.len);
+    assert_sealed_equals(f->done_fd, "b.0000000000000002.shard", b.buf, b.record_offset[2]);
     assert_file_equals(qfd, "c.0000000000000003.tmp", "garbage", 7);
     close(qfd);
     free(active);
@@ -871,7 +911,7 @@ static void test_unopenable_file_left(void **state)
                         "recovery: 2 temp shards in active/: 1 sealed into done/ (1 records "
                         "kept, 0 bytes cut), 0 quarantined, 0 duplicates and 0 empty files "
                         "removed, 1 failed");
-    assert_file_equals(f->done_fd, "a.0000000000000001.shard", a.buf, a.len);
+    assert_sealed_equals(f->done_fd, "a.0000000000000001.shard", a.buf, a.len);
     assert_file_equals(f->active_fd, "b.0000000000000002.tmp", b.buf, b.len);
     assert_dir_lists(f->active_fd, "b.0000000000000002.tmp\n");
 }
@@ -887,7 +927,7 @@ static void test_no_ops(void **state)
     write_file(f->active_fd, "web.0000000000000002.tmp", "junk", 4);
     assert_int_equal(recovery_run(f->spool_fd, f->active_fd, f->done_fd, NULL, NULL), 0);
     assert_dir_lists(f->active_fd, "");
-    assert_file_equals(f->done_fd, "web.0000000000000001.shard", s.buf, s.len);
+    assert_sealed_equals(f->done_fd, "web.0000000000000001.shard", s.buf, s.len);
 }
 
 /* ---- the real daemon ---- */
@@ -951,6 +991,72 @@ static void test_daemon_recovers_at_start(void **state)
     free(text);
 }
 
+/* The daemon wrote the trailer and was stopped before the rename: the file
+ * is sealed as it is, with no second trailer. A trailer torn anywhere is cut
+ * and written again. */
+static void test_trailer_written_before_crash(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_bytes s;
+    struct recovery_stats st;
+    struct shard_trailer t = { .records = 2, .newest_ns = 1001 };
+    unsigned char *full;
+    size_t body, total;
+
+    build_shard(&s, "web", 0x51, 2);
+    body = s.len;
+    t.shard_len = body;
+    t.trailer_len = (uint32_t)shard_trailer_size(body, 512);
+    total = body + t.trailer_len;
+    full = malloc(total);
+    assert_non_null(full);
+    memcpy(full, s.buf, body);
+    shard_encode_trailer(full + body, &t);
+
+    write_file(f->active_fd, "web.0000000000000051.tmp", full, total);
+    run_recovery(f, &st);
+    assert_stats(&st, 1, 1, 0, 0, 0, 2, 0);
+    assert_file_equals(f->done_fd, "web.0000000000000051.shard", full, total);
+
+    static const size_t cuts[] = { 1, 3, 4, 8, 39, 40, 100 };
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        char tmp[64], done[64];
+        uint64_t id = 0x60 + i;
+
+        build_shard(&s, "web", id, 2);
+        memcpy(full, s.buf, body);
+        shard_encode_trailer(full + body, &t);
+        snprintf(tmp, sizeof(tmp), "web.%016" PRIx64 ".tmp", id);
+        snprintf(done, sizeof(done), "web.%016" PRIx64 ".shard", id);
+        write_file(f->active_fd, tmp, full, body + cuts[i]);
+        run_recovery(f, &st);
+        assert_stats(&st, 1, 1, 0, 0, 0, 2, cuts[i]);
+        assert_sealed_equals(f->done_fd, done, s.buf, body);
+        assert_reads_cleanly(f, done, "web", id, 2);
+    }
+    free(full);
+}
+
+/* A version 1 shard (written before seal trailers existed) is recovered in
+ * its own version: nothing is added. */
+static void test_version1_gets_no_trailer(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_bytes s;
+    struct recovery_stats st;
+    size_t crc_at;
+
+    build_shard(&s, "old", 0x71, 2);
+    crc_at = s.record_offset[0] - 4;
+    wire_put_u16(s.buf + 8, 1);
+    wire_put_u32(s.buf + crc_at, crc32c(s.buf, crc_at));
+    write_file(f->active_fd, "old.0000000000000071.tmp", s.buf, s.len);
+    run_recovery(f, &st);
+    assert_stats(&st, 1, 1, 0, 0, 0, 2, 0);
+    assert_file_equals(f->done_fd, "old.0000000000000071.shard", s.buf, s.len);
+    assert_reads_cleanly(f, "old.0000000000000071.shard", "old", 0x71, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -959,6 +1065,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_middle_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_header_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trailer_written_before_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_version1_gets_no_trailer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_file_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_bad_files, setup, teardown),

@@ -247,7 +247,7 @@ static void test_header_round_trip(void **state)
     assert_int_equal(b[51], 0xAA);
     assert_memory_equal(b,
                         "LOGSHRD\x01"               /* magic */
-                        "\x01\x00"                  /* version */
+                        "\x02\x00"                  /* version */
                         "\x33\x00"                  /* header_len 51 */
                         "\xe8\x03\x00\x00"          /* uid 1000 */
                         "\x64\x00\x00\x00"          /* gid 100 */
@@ -261,7 +261,7 @@ static void test_header_round_trip(void **state)
 
     memset(&got, 0x5A, sizeof(got));
     assert_int_equal(shard_decode_header(b, 51, &got, &why), 0);
-    assert_int_equal(got.version, 1);
+    assert_int_equal(got.version, 2);
     assert_int_equal(got.header_len, 51);
     assert_int_equal(got.uid, 1000);
     assert_int_equal(got.gid, 100);
@@ -326,7 +326,7 @@ static void test_header_refused(void **state)
         expect_bad_header(b, size, "no shard header (bad magic)");
     }
     /* Another version, with a correct CRC. */
-    static const uint16_t versions[] = { 0, 2, 0x0101, 0xFFFF };
+    static const uint16_t versions[] = { 0, 3, 0x0101, 0x0201, 0xFFFF };
     for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
         memcpy(b, good, size);
         wire_put_u16(b + 8, versions[i]);
@@ -793,6 +793,221 @@ static void test_reader_empty_and_garbage(void **state)
     }
 }
 
+/* ---- seal trailer ---- */
+
+/* Appends a seal trailer for the shard that starts at shard_start. */
+static size_t add_trailer(struct buf *b, size_t shard_start, uint64_t records, size_t align)
+{
+    size_t off = b->len;
+    struct shard_trailer t = {
+        .shard_len = off - shard_start,
+        .records = records,
+        .newest_ns = 1900000000000000000ull + records,
+    };
+
+    t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, align);
+    shard_encode_trailer(buf_grow(b, t.trailer_len), &t);
+    return off;
+}
+
+static void expect_trailer_item(struct shard_reader *r, uint64_t offset, uint32_t len,
+                                uint64_t shard_len, uint64_t records)
+{
+    struct shard_item it;
+
+    assert_int_equal(shard_reader_next(r, &it), 1);
+    assert_int_equal(it.kind, SHARD_ITEM_TRAILER);
+    assert_int_equal(it.offset, offset);
+    assert_int_equal(it.len, len);
+    assert_non_null(it.trailer);
+    assert_int_equal(it.trailer->trailer_len, len);
+    assert_int_equal(it.trailer->shard_len, shard_len);
+    assert_int_equal(it.trailer->records, records);
+    assert_true(it.trailer->newest_ns == 1900000000000000000ull + records);
+}
+
+static void test_trailer_size(void **state)
+{
+    (void)state;
+    assert_int_equal(shard_trailer_size(100, 0), SHARD_TRAILER_MIN);
+    assert_int_equal(shard_trailer_size(100, 1), SHARD_TRAILER_MIN);
+    assert_int_equal(shard_trailer_size(100, 4096), 4096 - 100);
+    /* Too little room before the boundary: the next block. */
+    assert_int_equal(shard_trailer_size(4096 - 39, 4096), 39 + 4096);
+    assert_int_equal(shard_trailer_size(4096 - 40, 4096), 40);
+    assert_int_equal(shard_trailer_size(4096, 4096), 4096);
+    for (uint64_t len = 47; len < 3 * 65536; len += 997) {
+        static const size_t aligns[] = { 512, 4096, 65536 };
+        for (size_t i = 0; i < 3; i++) {
+            size_t t = shard_trailer_size(len, aligns[i]);
+            assert_true(t >= SHARD_TRAILER_MIN && t < SHARD_TRAILER_MAX);
+            assert_int_equal((len + t) % aligns[i], 0);
+        }
+    }
+}
+
+static void test_reader_sealed_shards(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h[2] = { make_header("sealed", 20), make_header("next", 21) };
+    struct buf b = { 0 };
+    size_t rec[3], tr[2], second;
+    struct open_reader o;
+
+    add_header(&b, &h[0]);
+    rec[0] = add_record(&b, 20, 0, 100);
+    rec[1] = add_record(&b, 20, 1, 5000);
+    tr[0] = add_trailer(&b, 0, 2, 4096);
+    assert_int_equal(b.len, 8192);
+    second = add_header(&b, &h[1]);
+    rec[2] = add_record(&b, 21, 0, 3);
+    tr[1] = add_trailer(&b, second, 1, 4096);
+    assert_int_equal(b.len, 12288);
+    write_file(f->path, b.p, b.len);
+
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h[0]);
+    expect_record_item(o.r, rec[0], 20, 0, 100, "sealed");
+    expect_record_item(o.r, rec[1], 20, 1, 5000, "sealed");
+    expect_trailer_item(o.r, tr[0], 8192 - tr[0], tr[0], 2);
+    expect_header_item(o.r, second, &h[1]);
+    expect_record_item(o.r, rec[2], 21, 0, 3, "next");
+    expect_trailer_item(o.r, tr[1], 12288 - tr[1], tr[1] - second, 1);
+    expect_end(o.r, b.len);
+    assert_int_equal(shard_reader_records(o.r), 3);
+    reader_close(&o);
+
+    /* Checked from its two ends, as merge does. */
+    {
+        struct shard_trailer t;
+        const char *why = NULL;
+
+        assert_int_equal(shard_decode_trailer_ends(b.p + tr[0], b.p + 8192 - SHARD_TRAILER_TAIL,
+                                                   8192, &t, &why), 0);
+        assert_int_equal(t.shard_len, tr[0]);
+        assert_int_equal(t.records, 2);
+        assert_int_equal(shard_decode_trailer_ends(b.p + tr[0], b.p + 8192 - SHARD_TRAILER_TAIL,
+                                                   8193, &t, &why), -EBADMSG);
+        assert_string_equal(why, "the seal trailer's lengths do not add up to the file size");
+        assert_int_equal(shard_decode_trailer_ends(b.p + rec[0], b.p + 8192 - SHARD_TRAILER_TAIL,
+                                                   8192, &t, &why), -EBADMSG);
+        assert_string_equal(why, "no seal trailer");
+        b.p[8192 - 20] ^= 1; /* records */
+        assert_int_equal(shard_decode_trailer_ends(b.p + tr[0], b.p + 8192 - SHARD_TRAILER_TAIL,
+                                                   8192, &t, &why), -EBADMSG);
+        assert_string_equal(why, "seal trailer CRC mismatch");
+        b.p[8192 - 20] ^= 1;
+    }
+
+    /* Anything but a new shard after a trailer is corrupt. */
+    {
+        struct buf c = { 0 };
+        size_t first, after;
+
+        add_header(&c, &h[0]);
+        first = add_record(&c, 20, 0, 10);
+        add_trailer(&c, 0, 1, 0);
+        after = add_record(&c, 20, 1, 10);
+        write_file(f->path, c.p, c.len);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h[0]);
+        expect_record_item(o.r, first, 20, 0, 10, "sealed");
+        expect_trailer_item(o.r, after - SHARD_TRAILER_MIN, SHARD_TRAILER_MIN,
+                            after - SHARD_TRAILER_MIN, 1);
+        expect_error(o.r, -EBADMSG, after, "data after the shard's seal trailer");
+        reader_close(&o);
+        free(c.p);
+    }
+
+    /* Torn anywhere inside the first trailer. */
+    for (size_t cut = tr[0] + 1; cut < 8192; cut += (cut < tr[0] + 64 || cut > 8100) ? 1 : 61) {
+        write_file(f->path, b.p, cut);
+        o = reader_open(f->path);
+        expect_header_item(o.r, 0, &h[0]);
+        expect_record_item(o.r, rec[0], 20, 0, 100, "sealed");
+        expect_record_item(o.r, rec[1], 20, 1, 5000, "sealed");
+        expect_error(o.r, -ENODATA, tr[0],
+                     cut - tr[0] < 4 ? "file ends inside a record header"
+                                     : "file ends inside the seal trailer");
+        reader_close(&o);
+    }
+    free(b.p);
+}
+
+static void test_reader_bad_trailer(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h = make_header("badseal", 22);
+    struct buf b = { 0 };
+    size_t tr, end;
+    add_header(&b, &h);
+    add_record(&b, 22, 0, 30);
+    add_record(&b, 22, 1, 31);
+    tr = add_trailer(&b, 0, 2, 512);
+    end = b.len;
+    assert_int_equal(end % 512, 0);
+
+#define CHECK_BAD(why_text)                                                    \
+    do {                                                                       \
+        struct open_reader o_;                                                 \
+        write_file(f->path, b.p, b.len);                                       \
+        o_ = reader_open(f->path);                                             \
+        expect_header_item(o_.r, 0, &h);                                       \
+        assert_int_equal(shard_reader_next(o_.r, &(struct shard_item){ 0 }), 1); \
+        assert_int_equal(shard_reader_next(o_.r, &(struct shard_item){ 0 }), 1); \
+        expect_error(o_.r, -EBADMSG, tr, why_text);                            \
+        reader_close(&o_);                                                     \
+    } while (0)
+
+    /* Padding that is not zero. */
+    b.p[tr + 100] = 1;
+    CHECK_BAD("the seal trailer's padding is not all zero");
+    b.p[tr + 100] = 0;
+    /* Any flipped bit in the fields the CRC covers. */
+    for (size_t i = 0; i < SHARD_TRAILER_TAIL; i++) {
+        size_t at = end - SHARD_TRAILER_TAIL + i;
+        b.p[at] ^= 0x10;
+        CHECK_BAD(i >= 24 && i < 28 ? "the seal trailer's two length fields disagree"
+                                    : "seal trailer CRC mismatch");
+        b.p[at] ^= 0x10;
+    }
+    /* Impossible lengths in the head. */
+    wire_put_u32(b.p + tr + 4, SHARD_TRAILER_MIN - 1);
+    CHECK_BAD("impossible seal trailer length");
+    wire_put_u32(b.p + tr + 4, SHARD_TRAILER_MAX);
+    CHECK_BAD("impossible seal trailer length");
+    wire_put_u32(b.p + tr + 4, (uint32_t)(end - tr));
+
+    /* Fields that are self-consistent but wrong for the shard. */
+    {
+        struct shard_trailer t = { .trailer_len = (uint32_t)(end - tr), .shard_len = tr,
+                                   .records = 3, .newest_ns = 1 };
+        shard_encode_trailer(b.p + tr, &t);
+        CHECK_BAD("the seal trailer gives the wrong record count");
+        t.records = 2;
+        t.shard_len = tr - 1;
+        shard_encode_trailer(b.p + tr, &t);
+        CHECK_BAD("the seal trailer gives the wrong shard length");
+    }
+#undef CHECK_BAD
+
+    /* In a version 1 shard the marker is only an impossible record length. */
+    {
+        struct open_reader o;
+
+        wire_put_u16(b.p + 8, 1);
+        wire_put_u32(b.p + 49, crc32c(b.p, 49)); /* the header is 53 bytes */
+        write_file(f->path, b.p, b.len);
+        o = reader_open(f->path);
+        assert_int_equal(shard_reader_next(o.r, &(struct shard_item){ 0 }), 1);
+        assert_int_equal(shard_reader_next(o.r, &(struct shard_item){ 0 }), 1);
+        assert_int_equal(shard_reader_next(o.r, &(struct shard_item){ 0 }), 1);
+        expect_error(o.r, -EBADMSG, tr, "impossible record length");
+        reader_close(&o);
+    }
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +1024,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_empty_and_garbage, setup_dir, teardown_dir),
         /* Last: when it finds the bug it looks for, it may end the program. */
         cmocka_unit_test(test_header_short_garbage_stays_in_bounds),
+        cmocka_unit_test(test_trailer_size),
+        cmocka_unit_test_setup_teardown(test_reader_sealed_shards, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_bad_trailer, setup_dir, teardown_dir),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -94,6 +94,7 @@ static int setup(void **state)
     f->d.spool_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     f->d.active_fd = open_dir(f->d.spool_fd, "active");
     f->d.done_fd = open_dir(f->d.spool_fd, "done");
+    f->d.seal_align = 4096; /* what spool_open finds on ext4 and tmpfs */
     finish_calls = 0;
     *state = f;
     return 0;
@@ -148,7 +149,7 @@ static void check_done_shard(struct fixture *f, const char *name, uint64_t n)
     assert_int_equal(item.header->uid, 1234);
     assert_int_equal(item.header->gid, 55);
     assert_int_equal(item.header->pid, 4321);
-    while (shard_reader_next(r, &item) == 1) {
+    while (shard_reader_next(r, &item) == 1 && item.kind != SHARD_ITEM_TRAILER) {
         int len = snprintf(expect, sizeof(expect), "record %llu", (unsigned long long)i);
         assert_int_equal(item.kind, SHARD_ITEM_RECORD);
         assert_int_equal(item.len, len);
@@ -156,6 +157,11 @@ static void check_done_shard(struct fixture *f, const char *name, uint64_t n)
         assert_int_equal(item.timestamp_ns, 1000 + i);
         i++;
     }
+    /* Every sealed shard ends with its trailer, on a block boundary. */
+    assert_int_equal(item.kind, SHARD_ITEM_TRAILER);
+    assert_int_equal(item.trailer->records, n);
+    if (f->d.seal_align)
+        assert_int_equal((item.offset + item.len) % f->d.seal_align, 0);
     assert_int_equal(shard_reader_next(r, &item), 0);
     assert_int_equal(i, n);
     shard_reader_free(r);

@@ -10,6 +10,7 @@
  * sticky and reported at the valid end. Recovery truncates a torn shard to
  * that valid end, so a wrong value there would cut acknowledged records. */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -20,7 +21,7 @@ static void check_header_item(const struct shard_item *it, const uint8_t *data, 
     const struct shard_header *h = it->header;
 
     FUZZ_CHECK(h && it->payload == NULL && it->len == 0);
-    FUZZ_CHECK(h->version == SHARD_FORMAT_VERSION);
+    FUZZ_CHECK(h->version >= SHARD_FORMAT_VERSION_MIN && h->version <= SHARD_FORMAT_VERSION);
     FUZZ_CHECK(h->producer_len >= 1 && h->producer_len <= WIRE_PRODUCER_NAME_MAX);
     FUZZ_CHECK(h->header_len == shard_header_size(h->producer_len));
     FUZZ_CHECK(it->offset <= size && h->header_len <= size - it->offset);
@@ -42,11 +43,30 @@ static void check_record_item(const struct shard_item *it, const uint8_t *data, 
     FUZZ_CHECK(memcmp(data + it->offset + SHARD_RECORD_HEADER, it->payload, it->len) == 0);
 }
 
+/* A trailer ends its shard: it is only ever followed by a header or the end. */
+static void check_trailer_item(const struct shard_item *it, const uint8_t *data, size_t size,
+                               uint64_t shard_start, uint64_t shard_records)
+{
+    const struct shard_trailer *t = it->trailer;
+
+    FUZZ_CHECK(it->header && it->header->version >= 2 && t);
+    FUZZ_CHECK(it->len == t->trailer_len && it->len >= SHARD_TRAILER_MIN &&
+               it->len < SHARD_TRAILER_MAX);
+    FUZZ_CHECK(it->offset <= size && it->len <= size - it->offset);
+    FUZZ_CHECK(wire_get_u32(data + it->offset) == SHARD_TRAILER_MARKER);
+    FUZZ_CHECK(t->shard_len == it->offset - shard_start);
+    FUZZ_CHECK(t->records == shard_records);
+    for (uint32_t i = 8; i < it->len - SHARD_TRAILER_TAIL; i++)
+        FUZZ_CHECK(data[it->offset + i] == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct shard_reader *r = NULL;
     struct shard_item it;
     uint64_t expect = 0, records = 0, err_offset;
+    uint64_t shard_start = 0, shard_records = 0;
+    bool sealed = false;
     const char *why;
     int fd = fuzz_memfd_with(data, size);
     int rc;
@@ -65,12 +85,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (it.kind == SHARD_ITEM_HEADER) {
             check_header_item(&it, data, size);
             item_size = it.header->header_len;
+            shard_start = it.offset;
+            shard_records = 0;
+            sealed = false;
+        } else if (it.kind == SHARD_ITEM_TRAILER) {
+            FUZZ_CHECK(expect > 0 && !sealed);
+            check_trailer_item(&it, data, size, shard_start, shard_records);
+            item_size = it.len;
+            sealed = true;
         } else {
             FUZZ_CHECK(it.kind == SHARD_ITEM_RECORD);
             FUZZ_CHECK(expect > 0); /* a shard header always comes first */
+            FUZZ_CHECK(!sealed);
             check_record_item(&it, data, size);
             item_size = SHARD_RECORD_HEADER + (uint64_t)it.len;
             records++;
+            shard_records++;
         }
         expect += item_size;
         FUZZ_CHECK(shard_reader_valid_end(r) == expect);

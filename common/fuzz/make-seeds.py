@@ -148,6 +148,22 @@ def record(payload, ts=1_700_000_000_000_000_001, length=None, bad_crc=False):
     return head + struct.pack("<I", crc) + stamp + payload
 
 
+def trailer(shard_len, records, newest_ns=1_700_000_000_000_000_002, align=64, length=None):
+    """The seal trailer of a version 2 shard of shard_len bytes."""
+    n = length
+    if n is None:
+        end = shard_len + 40
+        n = (end + align - 1) // align * align - shard_len if align > 1 else 40
+    head = struct.pack("<II", 0x4C414553, n)
+    tail = struct.pack("<QQQI", shard_len, records, newest_ns, n)
+    return head + b"\0" * (n - 40) + tail + struct.pack("<I", crc32c_extend(crc32c(head), tail))
+
+
+def sealed(producer=b"app", records=(b"one", b"two", b"three"), **kw):
+    body = shard(producer, records, version=2, **kw)
+    return body + trailer(len(body), len(records))
+
+
 def shard(producer=b"app", records=(b"one", b"two", b"three"), **kw):
     return shard_header(producer, **kw) + b"".join(record(r, ts=1_700_000_000_000_000_000 + i)
                                                    for i, r in enumerate(records))
@@ -176,6 +192,13 @@ def shard_seeds():
     s["record-length-past-end"] = shard_header() + record(b"abc", length=4096)
     s["record-at-format-max"] = shard_header() + record(b"abc", length=256 << 20)
     s["version-2"] = shard(version=2)
+    s["version-3"] = shard(version=3)
+    s["sealed"] = sealed()
+    s["sealed-merged"] = sealed(b"alpha", shard_id=1) + sealed(b"beta", records=(), shard_id=2)
+    s["sealed-then-record"] = sealed() + record(b"late")
+    s["sealed-torn-trailer"] = sealed()[:-7]
+    s["sealed-wrong-count"] = shard(version=2) + trailer(len(shard(version=2)), 2)
+    s["trailer-in-version-1"] = shard() + trailer(len(shard()), 3)
     s["header-len-mismatch"] = shard_header(header_len=60)
     s["producer-len-0"] = shard_header(producer=b"", producer_len=0)
     s["producer-len-65"] = shard_header(producer=b"p" * 65)
