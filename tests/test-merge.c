@@ -1577,6 +1577,205 @@ static void test_merge_lock(void **state)
     fixture_free(&f);
 }
 
+/* ---- sealed shards: checked from their two ends ---- */
+
+/* The shard of spec sealed as the daemon seals it: with its trailer,
+ * padded to 4096 bytes. */
+static unsigned char *build_sealed(const struct shard_spec *spec, size_t *ret_len)
+{
+    size_t len;
+    unsigned char *buf = build_shard(spec, &len);
+    struct shard_trailer t = {
+        .shard_len = len,
+        .records = spec->records,
+        .newest_ns = BASE_TS + spec->records,
+    };
+
+    t.trailer_len = (uint32_t)shard_trailer_size(len, 4096);
+    buf = realloc(buf, len + t.trailer_len);
+    assert_non_null(buf);
+    shard_encode_trailer(buf + len, &t);
+    *ret_len = len + t.trailer_len;
+    return buf;
+}
+
+static void write_sealed(const struct fixture *f, const struct shard_spec *spec,
+                         void (*damage)(unsigned char *buf, size_t *len))
+{
+    size_t len;
+    unsigned char *buf = build_sealed(spec, &len);
+    char *name = shard_name(spec->producer, spec->id);
+    char *path = join(f->done, name);
+
+    if (damage)
+        damage(buf, &len);
+    write_file(path, buf, len);
+    free(path);
+    free(name);
+    free(buf);
+}
+
+static const struct shard_spec sealed_specs[] = {
+    { "alpha", 1, 3 }, { "alpha", 2, 300 }, { "beta", 7, 0 }, { "gamma", 9, 40 },
+};
+#define N_SEALED (sizeof(sealed_specs) / sizeof(sealed_specs[0]))
+
+/* Offset of the first record of sealed_specs[1] within its file. */
+static size_t sealed_victim_record0(void)
+{
+    return shard_header_size(strlen(sealed_specs[1].producer));
+}
+
+static void flip_first_record(unsigned char *buf, size_t *len)
+{
+    (void)len;
+    buf[sealed_victim_record0() + SHARD_RECORD_HEADER] ^= 0x01;
+}
+
+static void flip_trailer_records(unsigned char *buf, size_t *len)
+{
+    buf[*len - 24] ^= 0x01; /* the trailer's record count */
+}
+
+static void cut_three(unsigned char *buf, size_t *len)
+{
+    (void)buf;
+    *len -= 3;
+}
+
+/* Runs a merge of the sealed specs, sealed_specs[1] damaged by damage. */
+static int merge_sealed(void (*damage)(unsigned char *buf, size_t *len), bool verify,
+                        struct merge_result *res, char **ret_victim, char **ret_out)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    char *name;
+    int r;
+
+    fixture_init(&f);
+    for (size_t i = 0; i < N_SEALED; i++)
+        write_sealed(&f, &sealed_specs[i], i == 1 ? damage : NULL);
+    name = shard_name(sealed_specs[1].producer, sealed_specs[1].id);
+    *ret_victim = join(f.done, name);
+    free(name);
+    *ret_out = join(f.tmp, "merged.lsm");
+    opts.spool = f.spool;
+    opts.output = *ret_out;
+    opts.verify = verify;
+    r = merge_run(&opts, res);
+    if (r == 0) {
+        /* The output is the sealed files back to back, each block-aligned. */
+        size_t got_len, off = 0;
+        unsigned char *got = read_file(*ret_out, &got_len);
+
+        for (size_t i = 0; i < N_SEALED; i++) {
+            size_t len;
+            unsigned char *b = build_sealed(&sealed_specs[i], &len);
+
+            if (i == 1 && damage)
+                damage(b, &len);
+            assert_true(off + len <= got_len);
+            assert_memory_equal(got + off, b, len);
+            assert_int_equal(off % 4096, 0);
+            off += len;
+            free(b);
+        }
+        assert_int_equal(off, got_len);
+        free(got);
+    }
+    /* Keep the fixture's files for the caller's messages only: remove all. */
+    fixture_free(&f);
+    return r;
+}
+
+static void test_merge_sealed_shards(void **state)
+{
+    struct merge_result res;
+    char *victim, *out, *want;
+    uint64_t records = 0;
+    (void)state;
+
+    for (size_t i = 0; i < N_SEALED; i++)
+        records += sealed_specs[i].records;
+
+    /* Whole sealed shards: counts and times come from the trailers. */
+    assert_int_equal(merge_sealed(NULL, false, &res, &victim, &out), 0);
+    assert_int_equal(res.shards, N_SEALED);
+    assert_true(res.records == records);
+    for (size_t i = 0; i < N_SEALED; i++) {
+        assert_true(res.sources[i].records == sealed_specs[i].records);
+        assert_true(res.sources[i].newest_ns == BASE_TS + sealed_specs[i].records);
+        assert_int_equal(res.sources[i].bytes % 4096, 0);
+    }
+    merge_result_free(&res);
+    free(victim);
+    free(out);
+
+    /* The same with --verify: every record read, same result. */
+    assert_int_equal(merge_sealed(NULL, true, &res, &victim, &out), 0);
+    assert_true(res.records == records);
+    merge_result_free(&res);
+    free(victim);
+    free(out);
+
+    /* A flipped bit inside a record of a sealed shard is carried over as it
+     * is (its CRC goes with it); --verify finds it and refuses. */
+    assert_int_equal(merge_sealed(flip_first_record, false, &res, &victim, &out), 0);
+    merge_result_free(&res);
+    free(victim);
+    free(out);
+    assert_int_equal(merge_sealed(flip_first_record, true, &res, &victim, &out), -EBADMSG);
+    assert_true(asprintf(&want, "%s: record CRC mismatch at offset %zu", victim,
+                         sealed_victim_record0()) > 0);
+    assert_string_equal(res.error, want);
+    free(want);
+    merge_result_free(&res);
+    free(victim);
+    free(out);
+
+    /* A damaged trailer or a cut file: the full check names the problem. */
+    assert_int_equal(merge_sealed(flip_trailer_records, false, &res, &victim, &out), -EBADMSG);
+    assert_non_null(strstr(res.error, victim));
+    assert_non_null(strstr(res.error, ": seal trailer CRC mismatch at offset "));
+    merge_result_free(&res);
+    free(victim);
+    free(out);
+    assert_int_equal(merge_sealed(cut_three, false, &res, &victim, &out), -ENODATA);
+    assert_non_null(strstr(res.error, ": file ends inside the seal trailer at offset "));
+    merge_result_free(&res);
+    free(victim);
+    free(out);
+}
+
+/* A sealed shard under another shard's name is refused from its header. */
+static void test_merge_sealed_misnamed(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    size_t len;
+    unsigned char *buf = build_sealed(&sealed_specs[0], &len);
+    char *path, *want;
+    (void)state;
+
+    fixture_init(&f);
+    path = join(f.done, "alpha.00000000000000ff.shard");
+    write_file(path, buf, len);
+    opts.spool = f.spool;
+    opts.output = "unused.lsm";
+    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
+    assert_true(asprintf(&want,
+                         "%s: shard header says producer 'alpha' shard id 0000000000000001, "
+                         "which does not match the file name",
+                         path) > 0);
+    assert_string_equal(res.error, want);
+    merge_result_free(&res);
+    free(want);
+    free(path);
+    free(buf);
+    fixture_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1591,6 +1790,8 @@ int main(void)
         cmocka_unit_test(test_merge_default_output),
         cmocka_unit_test(test_merge_refuses_corrupt_source),
         cmocka_unit_test(test_merge_refuses_misnamed_and_double),
+        cmocka_unit_test(test_merge_sealed_shards),
+        cmocka_unit_test(test_merge_sealed_misnamed),
         cmocka_unit_test(test_merge_fails_mid_copy),
         cmocka_unit_test(test_merge_zero_shards),
         cmocka_unit_test(test_merge_missing_spool),

@@ -57,7 +57,8 @@ int logctl_usage_error(const char *command, const char *fmt, ...)
 static void merge_help(void)
 {
     printf("Usage: logctl merge [--spool DIR] [--producer NAME] [--before TIME]\n"
-           "                    [--output FILE] [--delete] [--verbose] [--config FILE]\n"
+           "                    [--output FILE] [--delete] [--verify] [--verbose]\n"
+           "                    [--config FILE]\n"
            "\n"
            "Concatenate the sealed shards in DIR/done/ into one merged file, which\n"
            "'logctl cat' reads like a shard. Only files named\n"
@@ -68,9 +69,12 @@ static void merge_help(void)
            "Order: by producer name in byte order (as strcmp), then by shard id\n"
            "ascending, which keeps each producer's records in the order written.\n"
            "\n"
-           "Every source is checked (header, every record's length and CRC, and that\n"
-           "the header matches the file name) before anything is written; one bad\n"
-           "source refuses the whole merge and no output is created. The output is\n"
+           "Every source is checked before anything is written: its header must\n"
+           "match the file name, and a sealed shard's trailer must agree with the\n"
+           "file's size (shards without a trailer, and all of them with --verify,\n"
+           "are read record by record: length and CRC). One bad source refuses the\n"
+           "whole merge and no output is created. Records keep their CRCs in the\n"
+           "output, where 'logctl verify' checks them. The output is\n"
            "written under a temp name (.<name>.<pid>.tmp) in its directory, synced,\n"
            "and renamed into place; an existing file is never overwritten.\n"
            "\n"
@@ -98,6 +102,7 @@ static void merge_help(void)
            "  -d, --delete        remove the merged shards from DIR/done/ once the\n"
            "                      output is durable\n"
            "  -v, --verbose       also print one line per merged shard\n"
+           "  -V, --verify        read and check every record of every source first\n"
            "  -c, --config FILE   the daemon's config file, to find the spool\n"
            "  -j, --json          print one JSON object instead of the summary: ok,\n"
            "                      output, shards, records, bytes, deleted, sources,\n"
@@ -208,6 +213,7 @@ int logctl_merge(int argc, char **argv)
         { "output", required_argument, NULL, 'o' },
         { "delete", no_argument, NULL, 'd' },
         { "verbose", no_argument, NULL, 'v' },
+        { "verify", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -219,7 +225,7 @@ int logctl_merge(int argc, char **argv)
     bool verbose = false, json = false;
     int opt, r;
 
-    while ((opt = getopt_long(argc, argv, ":s:p:B:c:jo:dvh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":s:p:B:c:jo:dvVh", longopts, NULL)) != -1) {
         switch (opt) {
         case 's':
             spool_opt = optarg;
@@ -252,6 +258,9 @@ int logctl_merge(int argc, char **argv)
             break;
         case 'v':
             verbose = true;
+            break;
+        case 'V':
+            opts.verify = true;
             break;
         case 'h':
             merge_help();

@@ -96,6 +96,8 @@ struct merge_opts {
     bool delete_sources; /* --delete: unlink the merged sources once the
                             output is durable */
     bool force_fallback; /* skip copy_file_range (tests; odd filesystems) */
+    bool verify;         /* --verify: read every record of every source before
+                            copying, not only the ends of sealed shards */
     /* Optional: called after every source was checked, before each one is
      * copied. A negative return aborts the merge with that error (e.g.
      * -ECANCELED on a signal); the temp file is removed and no output is
