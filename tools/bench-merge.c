@@ -1,10 +1,11 @@
 /* logshard-bench --mode merge: what logctl merge costs next to a plain copy.
  *
- * The same sealed shards are concatenated three ways, each into a new file
+ * The same sealed shards are concatenated four ways, each into a new file
  * in the run's temp directory: `logctl merge --output` (checks every source,
  * copies with copy_file_range, fsyncs the output and its directory),
- * `cat` through /bin/sh (no checks, no sync), and a read/write loop here
- * (128 KiB buffer, like cat's; no sync). The shards were just written, so
+ * `cat` through /bin/sh (no checks, no sync), the same followed by sync(1)
+ * of the output (an fsync: the durability merge gives), and a read/write
+ * loop here (128 KiB buffer, like cat's; no sync). The shards were just written, so
  * all three read them from the page cache; nothing drops caches. Each
  * output must come out exactly as long as the shards together, or the
  * figures would compare different work. */
@@ -21,6 +22,7 @@
 
 #include "bench.h"
 #include "fileutil.h"
+#include "shard_format.h"
 
 #define COPY_BUFFER (128u * 1024u)
 
@@ -143,12 +145,26 @@ static int copy_loop(const char *done, const struct shard_list *l, const char *o
 
 /* Runs argv, timed, and checks that it succeeded and wrote out_path with
  * the shards' length. */
+/* Writes back what earlier steps left dirty on dir's filesystem, untimed,
+ * so that no step pays for the one before it. */
+static void settle(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd >= 0) {
+        (void)syncfs(fd); /* only evens out timings; a failure changes nothing */
+        (void)close(fd);
+    }
+}
+
 static int timed_program(const char *what, const char *const *argv, const char *out_path,
                          const char *log_out, const char *log_err, uint64_t want_bytes,
                          uint64_t deadline_ns, double *ret_s, char *why, size_t why_len)
 {
-    uint64_t t0 = now_monotonic_ns(), t1, got = 0;
+    uint64_t t0, t1, got = 0;
     int status, r;
+
+    t0 = now_monotonic_ns();
 
     r = bench_run_program(argv, log_out, log_err, deadline_ns, &status);
     t1 = now_monotonic_ns();
@@ -183,7 +199,10 @@ int bench_merge_time(const char *logctl, const char *spool, const char *workdir,
 {
     _cleanup_free_ char *done = path_join(spool, "done");
     _cleanup_free_ char *out_logctl = path_join(workdir, "merged-logctl.lsm");
-    _cleanup_free_ char *out_cat = path_join(workdir, "merged-cat");
+    _cleanup_free_ char *abs_workdir = realpath(workdir, NULL);
+    _cleanup_free_ char *out_cat = abs_workdir ? path_join(abs_workdir, "merged-cat") : NULL;
+    _cleanup_free_ char *out_cat_sync =
+        abs_workdir ? path_join(abs_workdir, "merged-cat-sync") : NULL;
     _cleanup_free_ char *out_copy = path_join(workdir, "merged-copy");
     _cleanup_free_ char *logctl_out = path_join(workdir, "logctl-merge.out");
     _cleanup_free_ char *logctl_err = path_join(workdir, "logctl-merge.err");
@@ -193,8 +212,8 @@ int bench_merge_time(const char *logctl, const char *spool, const char *workdir,
     uint64_t t0, got = 0;
     int r;
 
-    if (!done || !out_logctl || !out_cat || !out_copy || !logctl_out || !logctl_err ||
-        !cat_err) {
+    if (!done || !out_logctl || !out_cat || !out_cat_sync || !out_copy || !logctl_out ||
+        !logctl_err || !cat_err) {
         snprintf(why, why_len, "out of memory");
         return -ENOMEM;
     }
@@ -213,20 +232,35 @@ int bench_merge_time(const char *logctl, const char *spool, const char *workdir,
 
     {
         const char *argv[] = { logctl, "merge", "--spool", spool, "--output", out_logctl, NULL };
+        settle(done);
         r = timed_program("logctl merge", argv, out_logctl, logctl_out, logctl_err, l.bytes,
                           deadline_ns, &res.logctl_s, why, why_len);
         if (r < 0)
             goto out;
     }
     {
-        /* The shards are named by the shell, in its (sorted) glob order. */
-        const char *argv[] = { "/bin/sh", "-c", "cat -- \"$1\"/*.shard > \"$2\"", "sh",
-                               done,      out_cat, NULL };
+        /* The shards are named by the shell, in its (sorted) glob order;
+         * printf is built in, so no argument list limits a huge spool, and
+         * xargs starts as few cats as the limit allows. */
+        const char *argv[] = { "/bin/sh", "-c",
+                               "cd -- \"$1\" && printf '%s\\0' *.shard | xargs -0 cat -- > \"$2\"",
+                               "sh", done, out_cat, NULL };
+        const char *argv_sync[] = { "/bin/sh", "-c",
+                                    "cd -- \"$1\" && printf '%s\\0' *.shard | "
+                                    "xargs -0 cat -- > \"$2\" && sync -- \"$2\"",
+                                    "sh", done, out_cat_sync, NULL };
+        settle(done);
         r = timed_program("cat", argv, out_cat, NULL, cat_err, l.bytes, deadline_ns, &res.cat_s,
                           why, why_len);
         if (r < 0)
             goto out;
+        settle(done);
+        r = timed_program("cat + sync", argv_sync, out_cat_sync, NULL, cat_err, l.bytes,
+                          deadline_ns, &res.cat_sync_s, why, why_len);
+        if (r < 0)
+            goto out;
     }
+    settle(done);
     t0 = now_monotonic_ns();
     r = copy_loop(done, &l, out_copy);
     res.copy_s = (double)(now_monotonic_ns() - t0) / 1e9;
@@ -246,4 +280,84 @@ int bench_merge_time(const char *logctl, const char *spool, const char *workdir,
 out:
     shard_list_free(&l);
     return r;
+}
+
+int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
+                       size_t record_bytes, char *why, size_t why_len)
+{
+    _cleanup_free_ char *done = path_join(spool, "done");
+    _cleanup_free_ unsigned char *buf = NULL, *payload = NULL;
+    _cleanup_close_ int dfd = -1;
+    struct shard_header h = { .uid = getuid(), .gid = getgid(), .pid = (uint32_t)getpid() };
+    struct shard_trailer t = { 0 };
+    size_t header_len, len, records = 0, cap;
+    long align;
+    int r;
+
+    if (!done)
+        return -ENOMEM;
+    if (record_bytes < 1 || record_bytes > SHARD_RECORD_MAX) {
+        snprintf(why, why_len, "--size %zu: records are 1 byte to %u bytes", record_bytes,
+                 SHARD_RECORD_MAX);
+        return -EINVAL;
+    }
+    r = mkdir_if_missing(spool, 0750);
+    if (r == 0)
+        r = mkdir_if_missing(done, 0750);
+    if (r < 0) {
+        snprintf(why, why_len, "cannot create %s: %s", done, strerror(-r));
+        return r;
+    }
+    dfd = open(done, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        snprintf(why, why_len, "cannot open %s: %s", done, strerror(errno));
+        return -errno;
+    }
+    align = fs_block_size(dfd, SHARD_ALIGN_MAX);
+    memcpy(h.producer, "bench", 5);
+    h.producer_len = 5;
+    header_len = shard_header_size(h.producer_len);
+    cap = (size_t)shard_bytes + record_bytes + SHARD_HEADER_MAX + SHARD_TRAILER_MAX;
+    buf = malloc(cap);
+    payload = malloc(record_bytes);
+    if (!buf || !payload)
+        return -ENOMEM;
+    for (size_t i = 0; i < record_bytes; i++)
+        payload[i] = (unsigned char)('a' + i % 26);
+    /* The records are the same in every shard; only the header and its id
+     * change from one shard to the next. */
+    len = header_len;
+    while (len + SHARD_RECORD_HEADER + record_bytes + SHARD_TRAILER_MIN <= shard_bytes ||
+           records == 0) {
+        len += shard_encode_record(buf + len, payload, (uint32_t)record_bytes,
+                                   now_realtime_ns());
+        records++;
+    }
+    t.shard_len = len;
+    t.records = records;
+    t.newest_ns = now_realtime_ns();
+    t.trailer_len = (uint32_t)shard_trailer_size(len, align > 0 ? (size_t)align : 0);
+    shard_encode_trailer(buf + len, &t);
+    len += t.trailer_len;
+
+    for (uint64_t i = 0; i < shards; i++) {
+        char name[64];
+        _cleanup_close_ int fd = -1;
+
+        h.shard_id = i + 1;
+        h.created_ns = now_realtime_ns();
+        (void)shard_encode_header(buf, &h);
+        snprintf(name, sizeof(name), "bench.%016" PRIx64 ".shard", h.shard_id);
+        fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        if (fd < 0) {
+            snprintf(why, why_len, "cannot create %s/%s: %s", done, name, strerror(errno));
+            return -errno;
+        }
+        r = write_all(fd, buf, len);
+        if (r < 0) {
+            snprintf(why, why_len, "writing %s/%s: %s", done, name, strerror(-r));
+            return r;
+        }
+    }
+    return 0;
 }

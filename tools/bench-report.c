@@ -48,11 +48,14 @@ static const struct fig_info figs[FIG__MAX] = {
     [FIG_MERGE_MIB] = { "shard_mib", "shard MiB", 2 },
     [FIG_LOGCTL_S] = { "logctl_s", "logctl merge s", 4 },
     [FIG_LOGCTL_MIB_PER_S] = { "logctl_mib_per_s", "logctl merge MiB/s", 1 },
+    [FIG_LOGCTL_SHARDS_PER_S] = { "logctl_shards_per_s", "logctl merge shards/s", 0 },
     [FIG_CAT_S] = { "cat_s", "cat s", 4 },
     [FIG_CAT_MIB_PER_S] = { "cat_mib_per_s", "cat MiB/s", 1 },
     [FIG_COPY_S] = { "copy_s", "copy loop s", 4 },
     [FIG_COPY_MIB_PER_S] = { "copy_mib_per_s", "copy loop MiB/s", 1 },
+    [FIG_CAT_SYNC_S] = { "cat_sync_s", "cat + fsync s", 4 },
     [FIG_LOGCTL_OVER_CAT] = { "logctl_over_cat", "logctl / cat speed", 2 },
+    [FIG_LOGCTL_OVER_CAT_SYNC] = { "logctl_over_cat_sync", "logctl / cat+fsync speed", 2 },
     [FIG_LOGCTL_OVER_COPY] = { "logctl_over_copy", "logctl / copy speed", 2 },
 };
 
@@ -148,7 +151,10 @@ static void print_series(FILE *out, const struct bench_report *r, const struct b
     enum bench_fig lo, hi;
 
     figure_range(r, &lo, &hi);
-    fprintf(out, "\nfsync %s", s->policy ? s->policy : "as the daemon runs it");
+    if (r->layout_shards)
+        fprintf(out, "\nshards laid out");
+    else
+        fprintf(out, "\nfsync %s", s->policy ? s->policy : "as the daemon runs it");
     if (!r->merge_mode)
         fprintf(out, " (in force: %s)", series_in_force(s));
     if (first && first->io[0])
@@ -199,6 +205,17 @@ static void print_summary(FILE *out, const struct bench_report *r)
 
 void bench_print_table(FILE *out, const struct bench_report *r)
 {
+    if (r->layout_shards) {
+        fprintf(out,
+                "logshard-bench %s: merge of %" PRIu64 " sealed shards of %" PRIu64
+                " B (records of %zu B) laid out directly, %u run%s\n",
+                LOGSHARD_VERSION, r->layout_shards, r->layout_shard_bytes, r->size, r->repeat,
+                r->repeat == 1 ? "" : "s");
+        fprintf(out, "logctl: %s\n", r->logctl_path);
+        for (size_t k = 0; k < r->n_series; k++)
+            print_series(out, r, &r->series[k]);
+        goto kept;
+    }
     fprintf(out, "logshard-bench %s: %u producer%s x %" PRIu64 " records x %zu B, flush every ",
             LOGSHARD_VERSION, r->producers, r->producers == 1 ? "" : "s", r->records, r->size);
     if (r->flush_every)
@@ -219,6 +236,7 @@ void bench_print_table(FILE *out, const struct bench_report *r)
         print_series(out, r, &r->series[k]);
     if (r->n_series > 1)
         print_summary(out, r);
+kept:
     if (r->keep) {
         fprintf(out, "\nkept:");
         for (size_t k = 0; k < r->n_series; k++)
@@ -267,9 +285,13 @@ void bench_print_json(FILE *out, const struct bench_report *r)
     fprintf(out, "{\"tool\":\"logshard-bench\",\"version\":");
     json_string(out, LOGSHARD_VERSION);
     fprintf(out, ",\"mode\":\"%s\",\"producers\":%u,\"records_per_producer\":%" PRIu64
-                 ",\"record_bytes\":%zu,\"flush_every\":%" PRIu64 ",\"repeat\":%u,\"daemon\":",
+                 ",\"record_bytes\":%zu,\"flush_every\":%" PRIu64 ",\"repeat\":%u,",
             r->merge_mode ? "merge" : "produce", r->producers, r->records, r->size,
             r->flush_every, r->repeat);
+    if (r->layout_shards)
+        fprintf(out, "\"layout_shards\":%" PRIu64 ",\"layout_shard_bytes\":%" PRIu64 ",",
+                r->layout_shards, r->layout_shard_bytes);
+    fprintf(out, "\"daemon\":");
     json_string(out, r->external ? "external" : "started");
     fprintf(out, ",\"daemon_path\":");
     if (r->external)

@@ -60,6 +60,8 @@ struct cmdline {
     bool json;
     bool keep;
     bool merge;
+    uint64_t shards;      /* merge mode: lay out this many shards, no daemon */
+    uint64_t shard_bytes;
 };
 
 static void usage(FILE *out)
@@ -94,6 +96,11 @@ static void usage(FILE *out)
             "  --keep              keep the temp directories (spool, daemon log)\n"
             "  --mode MODE         produce (default) or merge: time logctl merge against\n"
             "                      cat and a copy loop on the run's shards\n"
+            "  --shards N          merge mode: lay out N sealed shards directly (the\n"
+            "                      daemon's format and padding, records of --size bytes)\n"
+            "                      instead of producing them through a daemon\n"
+            "  --shard-size S      with --shards: bytes per shard; K, M, G suffixes\n"
+            "                      (default 1M)\n"
             "  --logctl PATH       logctl for merge mode (default: $LOGCTL, else next to\n"
             "                      this program, else in $PATH)\n"
             "  --timeout SECONDS   limit for the producers' work and for each merge\n"
@@ -184,7 +191,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
     enum {
         OPT_DAEMON = 256, OPT_SOCKET, OPT_LOGCTL, OPT_PRODUCERS, OPT_RECORDS, OPT_SIZE,
         OPT_FLUSH_EVERY, OPT_BUFFER, OPT_FSYNC, OPT_REPEAT, OPT_SPOOL, OPT_KEEP, OPT_MODE, OPT_TIMEOUT,
-        OPT_JSON,
+        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE,
     };
     static const struct option opts[] = {
         { "daemon", required_argument, NULL, OPT_DAEMON },
@@ -202,6 +209,8 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         { "mode", required_argument, NULL, OPT_MODE },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
         { "json", no_argument, NULL, OPT_JSON },
+        { "shards", required_argument, NULL, OPT_SHARDS },
+        { "shard-size", required_argument, NULL, OPT_SHARD_SIZE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -234,6 +243,14 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         case OPT_FLUSH_EVERY:
             r = parse_number(optarg, false, 0, UINT64_MAX / 2, &v);
             c->flush_every = v;
+            break;
+        case OPT_SHARDS:
+            r = parse_number(optarg, false, 1, 100000000, &v);
+            c->shards = v;
+            break;
+        case OPT_SHARD_SIZE:
+            r = parse_number(optarg, true, 64, 1ull << 40, &v);
+            c->shard_bytes = v;
             break;
         case OPT_BUFFER:
             r = parse_number(optarg, true, 0, 256u << 20, &v);
@@ -275,6 +292,8 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         return usage_error("%s", "--daemon and --socket exclude each other");
     if (c->socket && c->merge)
         return usage_error("%s", "--mode merge needs a daemon the bench starts, not --socket");
+    if (c->shards && !c->merge)
+        return usage_error("%s", "--shards lays out shards for --mode merge only");
     if (c->socket && c->n_policies > 1)
         return usage_error("%s", "with --socket, --fsync names the one policy the daemon runs");
     if (c->socket && c->keep)
@@ -355,6 +374,11 @@ static void set_merge_figures(struct bench_run *run, const struct bench_merge_re
     run->fig[FIG_MERGE_MIB] = mib;
     run->fig[FIG_LOGCTL_S] = m->logctl_s;
     run->fig[FIG_CAT_S] = m->cat_s;
+    run->fig[FIG_CAT_SYNC_S] = m->cat_sync_s;
+    if (m->logctl_s > 0)
+        run->fig[FIG_LOGCTL_SHARDS_PER_S] = (double)m->shards / m->logctl_s;
+    if (m->logctl_s > 0 && m->cat_sync_s > 0)
+        run->fig[FIG_LOGCTL_OVER_CAT_SYNC] = m->cat_sync_s / m->logctl_s;
     run->fig[FIG_COPY_S] = m->copy_s;
     if (m->logctl_s > 0)
         run->fig[FIG_LOGCTL_MIB_PER_S] = mib / m->logctl_s;
@@ -390,6 +414,31 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
     if (r < 0) {
         snprintf(why, why_len, "cannot make a temp directory in %s: %s (see --spool)",
                  c->spool_base, strerror(-r));
+        goto out;
+    }
+    if (c->merge && c->shards) {
+        _cleanup_free_ char *spool = path_join(run->dir, "spool");
+        struct bench_merge_result m;
+
+        if (!spool) {
+            r = -ENOMEM;
+            snprintf(why, why_len, "out of memory");
+            goto out;
+        }
+        r = bench_merge_layout(spool, c->shards, c->shard_bytes, c->size, why, why_len);
+        if (r < 0)
+            goto out;
+        r = bench_fs_type(spool, run->fs_type, sizeof(run->fs_type), &run->fs_volatile);
+        if (r < 0) {
+            snprintf(why, why_len, "statfs %s: %s", spool, strerror(-r));
+            goto out;
+        }
+        r = bench_merge_time(logctl_path, spool, run->dir,
+                             now_monotonic_ns() + (uint64_t)c->timeout_s * 1000000000ull, &m,
+                             why, why_len);
+        if (r < 0)
+            goto out;
+        set_merge_figures(run, &m);
         goto out;
     }
     if (!c->socket) {
@@ -537,6 +586,7 @@ int main(int argc, char **argv)
         .n_policies = 1,
         .repeat = 1,
         .timeout_s = 600,
+        .shard_bytes = 1024 * 1024,
     };
     _cleanup_free_ char *daemon_path = NULL, *logctl_path = NULL;
     struct bench_series *series = NULL;
@@ -626,6 +676,8 @@ int main(int argc, char **argv)
             .flush_every = c.flush_every,
             .repeat = c.repeat,
             .keep = c.keep,
+            .layout_shards = c.shards,
+            .layout_shard_bytes = c.shard_bytes,
             .series = series,
             .n_series = c.n_policies,
         };

@@ -167,8 +167,17 @@ struct bench_merge_result {
     uint64_t bytes;        /* sum of the shard files' sizes */
     double logctl_s;       /* logctl merge --spool S --output F */
     double cat_s;          /* /bin/sh running cat of every shard > F */
+    double cat_sync_s;     /* the same, then sync(1) of F: fsync, as merge does */
     double copy_s;         /* read/write loop in the bench */
 };
+
+/* Lays out shards sealed shards in spool/done/ directly, with the daemon's
+ * own encoder: producer "bench", ids 1.., records of record_bytes until the
+ * next would take the shard past shard_bytes, then the seal trailer padded
+ * to the block size of spool's filesystem. For merge figures at shard
+ * counts no set of producer connections reaches. */
+int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
+                       size_t record_bytes, char *why, size_t why_len);
 
 /* Times the three ways of concatenating the .shard files of spool/done/,
  * each writing a new file in workdir. */
@@ -204,11 +213,14 @@ enum bench_fig {
     FIG_MERGE_MIB,
     FIG_LOGCTL_S,
     FIG_LOGCTL_MIB_PER_S,
+    FIG_LOGCTL_SHARDS_PER_S,
     FIG_CAT_S,
     FIG_CAT_MIB_PER_S,
     FIG_COPY_S,
     FIG_COPY_MIB_PER_S,
+    FIG_CAT_SYNC_S,
     FIG_LOGCTL_OVER_CAT,
+    FIG_LOGCTL_OVER_CAT_SYNC,
     FIG_LOGCTL_OVER_COPY,
     FIG__MAX,
 };
@@ -242,6 +254,8 @@ struct bench_report {
     uint64_t flush_every;
     unsigned repeat;
     bool keep;
+    uint64_t layout_shards;     /* merge mode with --shards: laid out, no daemon */
+    uint64_t layout_shard_bytes;
     struct bench_series *series;
     size_t n_series;
 };

@@ -1206,7 +1206,7 @@ static int recover(int spool_fd, const char *spool, int done_fd, const char *don
 {
     _cleanup_free_ char *intent_path = path_join(spool, MERGE_INTENT_NAME);
     _cleanup_free_ char *tmp_path = path_join(spool, MERGE_INTENT_TMP_NAME);
-    struct intent in;
+    struct intent in = { 0 };
     int r;
 
     if (!intent_path || !tmp_path)
