@@ -87,6 +87,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,12 +154,22 @@ static int source_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
 }
 
+/* Frees what one source owns: its name and, if still open, its file. */
+static void source_release(struct merge_source *s)
+{
+    free(s->name);
+    s->name = NULL;
+    if (s->fd >= 0)
+        (void)close(s->fd); /* opened read-only */
+    s->fd = -1;
+}
+
 void merge_sources_free(struct merge_source *sources, size_t count)
 {
     if (!sources)
         return;
     for (size_t i = 0; i < count; i++)
-        free(sources[i].name);
+        source_release(&sources[i]);
     free(sources);
 }
 
@@ -193,6 +204,7 @@ int merge_list_sources(int done_dirfd, struct merge_source **ret_sources, size_t
             break;
         }
         memset(&s, 0, sizeof(s));
+        s.fd = -1;
         if (merge_parse_source_name(de->d_name, s.producer, &s.id) < 0)
             continue;
         if (de->d_type != DT_REG) {
@@ -360,29 +372,45 @@ static int header_mismatch(struct merge_result *res, const char *path,
 static int check_source_ends(int fd, const struct stat *st, const char *path,
                              struct merge_source *s, struct merge_result *res)
 {
-    unsigned char head[SHARD_HEADER_MAX], tail[SHARD_TRAILER_TAIL], mark[8];
+    /* A small shard is read whole in one call; of a larger one, the three
+     * places that matter. */
+    unsigned char small[16384], head_buf[SHARD_HEADER_MAX], tail_buf[SHARD_TRAILER_TAIL],
+        mark_buf[8];
+    const unsigned char *head = head_buf, *tail = tail_buf, *mark = mark_buf;
     uint64_t size = (uint64_t)st->st_size;
     struct shard_header h;
     struct shard_trailer t;
     const char *why;
     uint32_t trailer_len;
+    bool whole = size <= sizeof(small);
     ssize_t n;
 
-    n = pread(fd, head, sizeof(head), 0);
+    n = pread(fd, whole ? small : head_buf, whole ? (size_t)size : sizeof(head_buf), 0);
     if (n < 0)
         return fail(res, -errno, "%s: %s", path, strerror(errno));
+    if (whole) {
+        if ((uint64_t)n != size)
+            return 0; /* it changed under us: the full check will say how */
+        head = small;
+    }
     if (shard_decode_header(head, (size_t)n, &h, &why) < 0)
         return 0;
     if (strcmp(h.producer, s->producer) != 0 || h.shard_id != s->id)
         return header_mismatch(res, path, &h);
     if (h.version < 2 || size < h.header_len + (uint64_t)SHARD_TRAILER_MIN)
         return 0;
-    if (pread(fd, tail, sizeof(tail), (off_t)(size - sizeof(tail))) != (ssize_t)sizeof(tail))
+    if (whole)
+        tail = small + size - SHARD_TRAILER_TAIL;
+    else if (pread(fd, tail_buf, sizeof(tail_buf), (off_t)(size - sizeof(tail_buf))) !=
+             (ssize_t)sizeof(tail_buf))
         return 0;
     trailer_len = wire_get_u32(tail + SHARD_TRAILER_TAIL - 8);
     if (trailer_len < SHARD_TRAILER_MIN || trailer_len > size - h.header_len)
         return 0;
-    if (pread(fd, mark, sizeof(mark), (off_t)(size - trailer_len)) != (ssize_t)sizeof(mark))
+    if (whole)
+        mark = small + size - trailer_len;
+    else if (pread(fd, mark_buf, sizeof(mark_buf), (off_t)(size - trailer_len)) !=
+             (ssize_t)sizeof(mark_buf))
         return 0;
     if (shard_decode_trailer_ends(mark, tail, size, &t, &why) < 0 ||
         t.shard_len < h.header_len)
@@ -399,7 +427,7 @@ static int check_source_ends(int fd, const struct stat *st, const char *path,
  * shard whose header agrees with the file name. Unless verify is set, a
  * sealed shard is checked from its two ends only (check_source_ends). */
 static int validate_source(int done_fd, const char *done_path, struct merge_source *s,
-                           bool verify, struct merge_result *res)
+                           bool verify, bool keep_open, struct merge_result *res)
 {
     _cleanup_free_ char *path = path_join(done_path, s->name);
     _cleanup_close_ int fd = -1;
@@ -418,8 +446,15 @@ static int validate_source(int done_fd, const char *done_path, struct merge_sour
         return fail(res, -EBADF, "%s: not a regular file", path);
     if (!verify) {
         r = check_source_ends(fd, &st, path, s, res);
-        if (r != 0)
-            return r < 0 ? r : 0;
+        if (r < 0)
+            return r;
+        if (r > 0) {
+            if (keep_open) {
+                s->fd = fd;
+                fd = -1;
+            }
+            return 0;
+        }
     }
 
     r = shard_reader_new(&reader, fd);
@@ -471,6 +506,10 @@ static int validate_source(int done_fd, const char *done_path, struct merge_sour
     }
     s->dev = st.st_dev;
     s->ino = st.st_ino;
+    if (keep_open) {
+        s->fd = fd;
+        fd = -1;
+    }
     r = 0;
 out:
     shard_reader_free(reader);
@@ -478,21 +517,29 @@ out:
 }
 
 /* Pass two for one source: the same file as checked, copied whole. */
-static int copy_source(int done_fd, const char *done_path, const struct merge_source *s,
+static int copy_source(int done_fd, const char *done_path, struct merge_source *s,
                        int out_fd, const char *tmp_path, bool *fallback,
                        struct merge_result *res)
 {
     _cleanup_free_ char *path = path_join(done_path, s->name);
-    _cleanup_close_ int fd = -1;
+    _cleanup_close_ int fd = s->fd;
     struct stat st;
     bool fell_back = false;
     int r;
 
+    s->fd = -1; /* closed here, whatever happens */
     if (!path)
         return fail(res, -ENOMEM, "out of memory");
-    r = open_source(done_fd, s, path, &fd, &st, res);
-    if (r < 0)
-        return r;
+    if (fd >= 0) {
+        /* The file is the one checked; the name must still be its name,
+         * or --delete would remove a file that was never copied. */
+        if (fstatat(done_fd, s->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return fail(res, -errno, "%s: %s", path, strerror(errno));
+    } else {
+        r = open_source(done_fd, s, path, &fd, &st, res);
+        if (r < 0)
+            return r;
+    }
     if (st.st_dev != s->dev || st.st_ino != s->ino || (uint64_t)st.st_size != s->bytes)
         return fail(res, -ESTALE, "%s: replaced or changed since it was checked", path);
 
@@ -778,6 +825,8 @@ static int intent_parse(const char *buf, size_t len, struct intent *ret, const c
             r = -ENOMEM;
             goto out;
         }
+        for (size_t i = 0; i < (size_t)n; i++)
+            in.sources[i].fd = -1;
     }
     for (size_t i = 0; i < (size_t)n; i++) {
         struct merge_source *s = &in.sources[i];
@@ -1334,9 +1383,32 @@ static void keep_sources(struct merge_result *res,
         if (keep(&res->sources[i], opts))
             res->sources[n++] = res->sources[i];
         else
-            free(res->sources[i].name);
+            source_release(&res->sources[i]);
     }
     res->n_sources = n;
+}
+
+/* How many sources the check pass may leave open for the copy pass, which
+ * then skips opening them again: what RLIMIT_NOFILE allows (its soft limit
+ * raised to the hard one; logctl uses no select()) but a margin. Sources
+ * beyond that are opened again for the copy. */
+static size_t open_sources_budget(void)
+{
+    struct rlimit rl;
+    rlim_t cur;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit raised = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
+
+        if (raised.rlim_cur == RLIM_INFINITY || raised.rlim_cur > (1u << 20))
+            raised.rlim_cur = 1u << 20;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            rl.rlim_cur = raised.rlim_cur;
+    }
+    cur = rl.rlim_cur == RLIM_INFINITY ? (rlim_t)(1u << 20) : rl.rlim_cur;
+    return cur > 256 ? (size_t)(cur - 256) : 0;
 }
 
 int merge_run(const struct merge_opts *opts, struct merge_result *res)
@@ -1353,7 +1425,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     _cleanup_close_ int lock_fd = -1;
     _cleanup_close_ int done_fd = -1;
     _cleanup_close_ int dir_fd = -1;
-    size_t intent_len = 0;
+    size_t intent_len = 0, keep_open;
     bool have_intent = false, temp_left = false, tried_publish = false;
     int out_fd = -1;
     bool fallback = opts->force_fallback;
@@ -1399,8 +1471,10 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                 prog.bytes_total += (uint64_t)st.st_size; /* a guess; checking is exact */
         opts->progress(&prog, opts->userdata);
     }
+    keep_open = open_sources_budget();
     for (size_t i = 0; i < res->n_sources; i++) {
-        r = validate_source(done_fd, done_path, &res->sources[i], opts->verify, res);
+        r = validate_source(done_fd, done_path, &res->sources[i], opts->verify,
+                            i < keep_open, res);
         if (r < 0)
             return r;
         if (opts->progress) {

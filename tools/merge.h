@@ -32,6 +32,7 @@ struct merge_source {
                            creation time when it has no record */
     dev_t dev;
     ino_t ino;
+    int fd; /* the file opened by the check, kept for the copy; -1: closed */
 };
 
 /* Parses a done/ file name. Returns 0 and fills ret_producer (at least
