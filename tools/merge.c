@@ -97,6 +97,9 @@
 #include "shard_format.h"
 #include "wire.h"
 
+/* How much copied output may wait before its write-back is started. */
+#define WRITEBACK_STEP (8u * 1024u * 1024u)
+
 #define SHARD_SUFFIX ".shard"
 #define SHARD_ID_DIGITS 16u
 
@@ -1426,6 +1429,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     _cleanup_close_ int done_fd = -1;
     _cleanup_close_ int dir_fd = -1;
     size_t intent_len = 0, keep_open;
+    uint64_t written_back = 0;
     bool have_intent = false, temp_left = false, tried_publish = false;
     int out_fd = -1;
     bool fallback = opts->force_fallback;
@@ -1584,6 +1588,14 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
             goto fail_tmp;
         res->records += res->sources[i].records;
         res->bytes += res->sources[i].bytes;
+        /* Start writing back what was copied while copying goes on, so the
+         * final fsync waits for the tail only. A hint: the fsync is what
+         * makes the output durable, and it reports any error. */
+        if (res->bytes - written_back >= WRITEBACK_STEP) {
+            (void)sync_file_range(out_fd, (off64_t)written_back,
+                                  (off64_t)(res->bytes - written_back), SYNC_FILE_RANGE_WRITE);
+            written_back = res->bytes;
+        }
         if (opts->progress) {
             prog.shards_done = i + 1;
             prog.bytes_done = res->bytes;
