@@ -281,8 +281,10 @@ int logctl_merge(int argc, char **argv)
     opts.spool = spool;
 
     progress_init(&prog);
-    opts.progress = on_progress;
-    opts.userdata = &prog;
+    if (prog.fd >= 0) { /* a terminal to draw on */
+        opts.progress = on_progress;
+        opts.userdata = &prog;
+    }
     r = merge_run(&opts, &res);
     progress_clear(&prog);
     if (json) {

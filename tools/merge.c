@@ -375,45 +375,29 @@ static int header_mismatch(struct merge_result *res, const char *path,
 static int check_source_ends(int fd, const struct stat *st, const char *path,
                              struct merge_source *s, struct merge_result *res)
 {
-    /* A small shard is read whole in one call; of a larger one, the three
-     * places that matter. */
-    unsigned char small[16384], head_buf[SHARD_HEADER_MAX], tail_buf[SHARD_TRAILER_TAIL],
-        mark_buf[8];
-    const unsigned char *head = head_buf, *tail = tail_buf, *mark = mark_buf;
+    unsigned char head[SHARD_HEADER_MAX], tail[SHARD_TRAILER_TAIL], mark[8];
     uint64_t size = (uint64_t)st->st_size;
     struct shard_header h;
     struct shard_trailer t;
     const char *why;
     uint32_t trailer_len;
-    bool whole = size <= sizeof(small);
     ssize_t n;
 
-    n = pread(fd, whole ? small : head_buf, whole ? (size_t)size : sizeof(head_buf), 0);
+    n = pread(fd, head, sizeof(head), 0);
     if (n < 0)
         return fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (whole) {
-        if ((uint64_t)n != size)
-            return 0; /* it changed under us: the full check will say how */
-        head = small;
-    }
     if (shard_decode_header(head, (size_t)n, &h, &why) < 0)
         return 0;
     if (strcmp(h.producer, s->producer) != 0 || h.shard_id != s->id)
         return header_mismatch(res, path, &h);
     if (h.version < 2 || size < h.header_len + (uint64_t)SHARD_TRAILER_MIN)
         return 0;
-    if (whole)
-        tail = small + size - SHARD_TRAILER_TAIL;
-    else if (pread(fd, tail_buf, sizeof(tail_buf), (off_t)(size - sizeof(tail_buf))) !=
-             (ssize_t)sizeof(tail_buf))
+    if (pread(fd, tail, sizeof(tail), (off_t)(size - sizeof(tail))) != (ssize_t)sizeof(tail))
         return 0;
     trailer_len = wire_get_u32(tail + SHARD_TRAILER_TAIL - 8);
     if (trailer_len < SHARD_TRAILER_MIN || trailer_len > size - h.header_len)
         return 0;
-    if (whole)
-        mark = small + size - trailer_len;
-    else if (pread(fd, mark_buf, sizeof(mark_buf), (off_t)(size - trailer_len)) !=
-             (ssize_t)sizeof(mark_buf))
+    if (pread(fd, mark, sizeof(mark), (off_t)(size - trailer_len)) != (ssize_t)sizeof(mark))
         return 0;
     if (shard_decode_trailer_ends(mark, tail, size, &t, &why) < 0 ||
         t.shard_len < h.header_len)
@@ -1395,13 +1379,24 @@ static void keep_sources(struct merge_result *res,
  * then skips opening them again: what RLIMIT_NOFILE allows (its soft limit
  * raised to the hard one; logctl uses no select()) but a margin. Sources
  * beyond that are opened again for the copy. */
-static size_t open_sources_budget(void)
+static size_t open_sources_budget(size_t sources)
 {
     struct rlimit rl;
     rlim_t cur;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
         return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)sources + 256) {
+        /* Root may raise the hard limit too; for anyone else this fails
+         * and the soft limit is raised as far as the hard one allows. */
+        struct rlimit more = { .rlim_cur = (rlim_t)sources + 256,
+                               .rlim_max = (rlim_t)sources + 256 };
+
+        if (more.rlim_max > (1u << 20))
+            more.rlim_cur = more.rlim_max = 1u << 20;
+        if (more.rlim_max > rl.rlim_max && setrlimit(RLIMIT_NOFILE, &more) == 0)
+            rl = more;
+    }
     if (rl.rlim_cur < rl.rlim_max) {
         struct rlimit raised = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
 
@@ -1475,7 +1470,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                 prog.bytes_total += (uint64_t)st.st_size; /* a guess; checking is exact */
         opts->progress(&prog, opts->userdata);
     }
-    keep_open = open_sources_budget();
+    keep_open = open_sources_budget(res->n_sources);
     for (size_t i = 0; i < res->n_sources; i++) {
         r = validate_source(done_fd, done_path, &res->sources[i], opts->verify,
                             i < keep_open, res);
