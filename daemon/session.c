@@ -145,12 +145,16 @@ static bool all_settled(const struct session *s)
     return !s->current || shard_settled(s->current) || s->current->error;
 }
 
-static uint64_t unwritten_bytes(const struct session *s)
+/* Memory held for the session's records until they are written: the
+ * capacity of its shards' batch buffers, not only the bytes in them, since
+ * capacity is what the daemon's RSS pays for. session_buffer_bytes bounds
+ * this (with the receive buffer, see over_budget()). */
+static uint64_t buffered_bytes(const struct session *s)
 {
-    uint64_t n = s->current ? shard_unwritten_bytes(s->current) : 0;
+    uint64_t n = s->current ? shard_buffer_bytes(s->current) : 0;
 
     for (unsigned i = 0; i < s->n_retiring; i++)
-        n += shard_unwritten_bytes(s->retiring[i].shard);
+        n += shard_buffer_bytes(s->retiring[i].shard);
     return n;
 }
 
@@ -326,7 +330,7 @@ static void resume_paused(struct daemon *d)
         return;
     list_for_each_safe(n, tmp, &d->paused_sessions) {
         struct session *p = list_entry(n, struct session, paused_node);
-        if (unwritten_bytes(p) <= d->config.session_buffer_bytes / 2)
+        if (buffered_bytes(p) <= d->config.session_buffer_bytes / 2)
             session_pump(p);
     }
 }
@@ -347,7 +351,7 @@ static void session_pump(struct session *s)
             start_reading(s);
     }
     if (s->paused && s->state == SESSION_OPEN &&
-        unwritten_bytes(s) <= s->d->config.session_buffer_bytes / 2 &&
+        buffered_bytes(s) <= s->d->config.session_buffer_bytes / 2 &&
         s->d->memory_bytes <= s->d->config.memory_limit_bytes / 4 * 3) {
         s->paused = false;
         list_del(&s->paused_node);
@@ -695,9 +699,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)s->rx + s->rx_len, (unsigned)(s->rx_cap - s->rx_len));
 }
 
+/* The receive buffer counts here but not for resuming (session_pump()):
+ * it may hold a partial frame that only more reading can complete. */
 static bool over_budget(const struct session *s)
 {
-    return unwritten_bytes(s) > s->d->config.session_buffer_bytes ||
+    return buffered_bytes(s) + s->rx_cap > s->d->config.session_buffer_bytes ||
            s->d->memory_bytes > s->d->config.memory_limit_bytes;
 }
 

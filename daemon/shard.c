@@ -25,8 +25,13 @@
 #include "stats.h"
 
 #define SHARD_BATCH_INITIAL (64u * 1024u)
+/* Up to here a batch buffer doubles; past it, it grows by a quarter, so that
+ * what it holds beyond its bytes (which the session's budget pays for) stays
+ * small. Both keep the copying of realloc linear in the bytes. */
+#define SHARD_BATCH_DOUBLE_MAX (1024u * 1024u)
 
-/* Batch buffers count towards the daemon's memory_limit_bytes. */
+/* Batch buffers count towards the daemon's memory_limit_bytes and their
+ * session's session_buffer_bytes. */
 static int batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
 {
     size_t cap = b->cap ? b->cap : SHARD_BATCH_INITIAL;
@@ -35,7 +40,7 @@ static int batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
     if (b->len + more <= b->cap)
         return 0;
     while (cap < b->len + more)
-        cap *= 2;
+        cap += cap < SHARD_BATCH_DOUBLE_MAX ? cap : (cap / 4 + 0xffffu) & ~(size_t)0xffffu;
     nb = realloc(b->buf, cap);
     if (!nb)
         return -ENOMEM;
@@ -233,6 +238,11 @@ uint64_t shard_unwritten_bytes(const struct shard *s)
     return s->size_queued - s->size_written;
 }
 
+uint64_t shard_buffer_bytes(const struct shard *s)
+{
+    return (uint64_t)s->filling.cap + s->inflight.cap;
+}
+
 bool shard_settled(const struct shard *s)
 {
     return !s->write_busy && !s->sync_busy && !s->sync_wanted && s->filling.len == 0;
@@ -360,7 +370,11 @@ static void on_write(struct io_req *req, int res)
         s->inflight.len = 0;
         s->inflight.records = 0;
     } else {
+        /* Nothing waits: give back both buffers. The empty filling one is
+         * the buffer of the write before this one; kept, it would hold the
+         * size of an old burst for as long as the producer stays idle. */
         batch_release(s->d, &s->inflight);
+        batch_release(s->d, &s->filling);
         session_resume_paused(s->d);
     }
     if (s->sync_wanted && !s->sync_busy)

@@ -127,8 +127,13 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
 /* Records of this shard that count as acknowledged under its policy. */
 uint64_t shard_records_acked(const struct shard *s);
 
-/* Bytes accepted but not yet written (what the owner holds in memory). */
+/* Bytes accepted but not yet written. */
 uint64_t shard_unwritten_bytes(const struct shard *s);
+
+/* Memory the shard's batch buffers hold (their capacity, which is what the
+ * daemon's RSS pays for): at least shard_unwritten_bytes(), and 0 once the
+ * shard has nothing left to write. */
+uint64_t shard_buffer_bytes(const struct shard *s);
 
 /* Whether every record handed to the shard has been written and, under
  * batch and always, synced: nothing is in flight for it. */
