@@ -89,8 +89,9 @@ static int read_notifications(struct bench_daemon *d)
 static void exec_daemon(const struct bench_daemon *d, pid_t bench_pid, const char *exe,
                         const char *policy, int log_fd, int null_fd)
 {
-    const char *argv[] = { exe,          "--config", "/dev/null", "--spool", d->spool,
-                           "--socket",   d->socket,  "--fsync",   policy,    NULL };
+    const char *argv[] = { exe,      "--config",       "/dev/null",     "--spool",
+                           d->spool, "--socket",       d->socket,       "--admin-socket",
+                           d->admin_socket, "--fsync", policy,          NULL };
     /* What systemd may have given the bench must not reach this daemon. */
     static const char *const drop[] = { "LISTEN_FDS",    "LISTEN_PID",   "LISTEN_FDNAMES",
                                         "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM" };
@@ -118,9 +119,10 @@ int bench_daemon_start(struct bench_daemon *d, const char *exe, const char *dir,
 
     d->spool = path_join(dir, "spool");
     d->socket = path_join(dir, "producer.sock");
+    d->admin_socket = path_join(dir, "admin.sock");
     d->notify_path = path_join(dir, "notify.sock");
     d->log_path = path_join(dir, "daemon.log");
-    if (!d->spool || !d->socket || !d->notify_path || !d->log_path) {
+    if (!d->spool || !d->socket || !d->admin_socket || !d->notify_path || !d->log_path) {
         snprintf(why, why_len, "out of memory");
         return -ENOMEM;
     }
@@ -307,6 +309,7 @@ void bench_daemon_destroy(struct bench_daemon *d)
         (void)close(d->notify_fd);
     free(d->spool);
     free(d->socket);
+    free(d->admin_socket);
     free(d->notify_path);
     free(d->log_path);
     free(d->status);

@@ -568,3 +568,102 @@ int bench_fdatasync_probe(const char *dir, unsigned iterations, uint64_t **ret_l
     *ret_n = iterations;
     return 0;
 }
+
+int bench_fdatasync_probe_concurrent(const char *dir, unsigned writers, size_t bytes,
+                                     unsigned iterations, uint64_t **ret_lat_ns, size_t *ret_n)
+{
+    const unsigned warmup = 5;
+    size_t n = (size_t)writers * iterations;
+    size_t map_len = n * sizeof(uint64_t) + sizeof(int);
+    uint64_t *shared, *lat;
+    int *failed;
+    int start[2];
+    pid_t *pids;
+    int r = 0;
+
+    if (writers == 0 || iterations == 0)
+        return -EINVAL;
+    shared = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED)
+        return -errno;
+    failed = (int *)(shared + n);
+    pids = calloc(writers, sizeof(*pids));
+    if (!pids || pipe2(start, O_CLOEXEC) < 0) {
+        r = pids ? -errno : -ENOMEM;
+        free(pids);
+        (void)munmap(shared, map_len);
+        return r;
+    }
+    for (unsigned w = 0; w < writers; w++) {
+        pid_t pid = fork();
+
+        if (pid < 0) {
+            r = -errno;
+            break;
+        }
+        if (pid == 0) {
+            char name[64], go;
+            _cleanup_free_ char *path = NULL;
+            unsigned char *buf = malloc(bytes);
+            off_t off = 0;
+            int fd, e = 0;
+
+            (void)close(start[1]);
+            snprintf(name, sizeof(name), ".bench-fdatasync-probe.%u", w);
+            path = path_join(dir, name);
+            fd = path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+            if (!buf || fd < 0)
+                _exit(1);
+            memset(buf, 'p', bytes);
+            for (unsigned i = 0; i < warmup + iterations && e == 0; i++) {
+                uint64_t t0;
+
+                if (i == warmup && read(start[0], &go, 1) != 0)
+                    e = EPROTO; /* the parent closes the pipe to start everyone */
+                t0 = now_monotonic_ns();
+                if (e == 0) {
+                    int pr = pwrite_all(fd, buf, bytes, off);
+                    if (pr < 0)
+                        e = -pr;
+                }
+                if (e == 0 && fdatasync(fd) < 0)
+                    e = errno;
+                off += (off_t)bytes;
+                if (e == 0 && i >= warmup)
+                    shared[(size_t)w * iterations + (i - warmup)] = now_monotonic_ns() - t0;
+            }
+            (void)close(fd);
+            (void)unlink(path);
+            if (e)
+                __atomic_store_n(failed, e, __ATOMIC_RELAXED);
+            _exit(e ? 1 : 0);
+        }
+        pids[w] = pid;
+    }
+    (void)close(start[0]);
+    (void)close(start[1]); /* every writer's read returns 0: go */
+    for (unsigned w = 0; w < writers; w++) {
+        int status;
+
+        if (pids[w] <= 0)
+            continue;
+        while (waitpid(pids[w], &status, 0) < 0 && errno == EINTR)
+            ;
+        if (r == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+            r = *failed ? -*failed : -EIO;
+    }
+    free(pids);
+    if (r == 0) {
+        lat = malloc(n * sizeof(*lat));
+        if (!lat) {
+            r = -ENOMEM;
+        } else {
+            memcpy(lat, shared, n * sizeof(*lat));
+            qsort(lat, n, sizeof(*lat), cmp_u64);
+            *ret_lat_ns = lat;
+            *ret_n = n;
+        }
+    }
+    (void)munmap(shared, map_len);
+    return r;
+}

@@ -44,6 +44,9 @@ static const struct fig_info figs[FIG__MAX] = {
     [FIG_FDS_P50_US] = { "fdatasync_p50_us", "fdatasync 4K p50 us", 1 },
     [FIG_FDS_P99_US] = { "fdatasync_p99_us", "fdatasync 4K p99 us", 1 },
     [FIG_ACK_OVER_FDS] = { "ack_p99_over_fdatasync_p99", "ack p99 / fdatasync p99", 2 },
+    [FIG_FDS_CONC_P99_US] = { "fdatasync_concurrent_p99_us", "fdatasync xP p99 us", 1 },
+    [FIG_ACK_OVER_FDS_CONC] = { "ack_p99_over_fdatasync_concurrent_p99",
+                                "ack p99 / fdatasync xP p99", 2 },
     [FIG_MERGE_SHARDS] = { "shards", "shards merged", 0 },
     [FIG_MERGE_MIB] = { "shard_mib", "shard MiB", 2 },
     [FIG_LOGCTL_S] = { "logctl_s", "logctl merge s", 4 },
@@ -128,7 +131,7 @@ static void figure_range(const struct bench_report *r, enum bench_fig *ret_first
                          enum bench_fig *ret_last)
 {
     *ret_first = r->merge_mode ? FIG_MERGE_SHARDS : FIG_ELAPSED_S;
-    *ret_last = r->merge_mode ? FIG_LOGCTL_OVER_COPY : FIG_ACK_OVER_FDS;
+    *ret_last = r->merge_mode ? FIG_LOGCTL_OVER_COPY : FIG_ACK_OVER_FDS_CONC;
 }
 
 static void print_value(FILE *out, double v, int decimals)

@@ -348,7 +348,8 @@ static void set_daemon_figures(struct bench_run *run, const struct cmdline *c,
                 e->records, (uint64_t)c->producers * c->records);
 }
 
-static int probe_fdatasync(struct bench_run *run, const char *dir, char *why, size_t why_len)
+static int probe_fdatasync(struct bench_run *run, const struct cmdline *c, const char *dir,
+                           char *why, size_t why_len)
 {
     uint64_t *lat = NULL;
     size_t n = 0;
@@ -363,6 +364,26 @@ static int probe_fdatasync(struct bench_run *run, const char *dir, char *why, si
     if (run->fig[FIG_FDS_P99_US] > 0)
         run->fig[FIG_ACK_OVER_FDS] = run->fig[FIG_ACK_P99_US] / run->fig[FIG_FDS_P99_US];
     free(lat);
+    lat = NULL;
+
+    /* As many writers as producers, each appending what one flush sends. */
+    {
+        size_t per_flush = c->flush_every ? (size_t)c->flush_every * (c->size + 16) : 4096;
+        unsigned iters = 1600 / c->producers > 20 ? 1600 / c->producers : 20;
+
+        if (per_flush > 1024 * 1024)
+            per_flush = 1024 * 1024;
+        r = bench_fdatasync_probe_concurrent(dir, c->producers, per_flush, iters, &lat, &n);
+        if (r < 0) {
+            snprintf(why, why_len, "concurrent fdatasync probe in %s: %s", dir, strerror(-r));
+            return r;
+        }
+        run->fig[FIG_FDS_CONC_P99_US] = (double)bench_percentile(lat, n, 990) / 1e3;
+        if (run->fig[FIG_FDS_CONC_P99_US] > 0)
+            run->fig[FIG_ACK_OVER_FDS_CONC] =
+                run->fig[FIG_ACK_P99_US] / run->fig[FIG_FDS_CONC_P99_US];
+        free(lat);
+    }
     return 0;
 }
 
@@ -533,7 +554,7 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
             goto out;
         set_merge_figures(run, &m);
     } else {
-        r = probe_fdatasync(run, sync_dir, why, why_len);
+        r = probe_fdatasync(run, c, sync_dir, why, why_len);
         if (r < 0)
             goto out;
     }

@@ -93,6 +93,7 @@ struct bench_daemon {
     int notify_fd;        /* our NOTIFY_SOCKET */
     char *spool;          /* <dir>/spool */
     char *socket;         /* <dir>/producer.sock */
+    char *admin_socket;   /* <dir>/admin.sock: never the system daemon's */
     char *notify_path;    /* <dir>/notify.sock */
     char *log_path;       /* <dir>/daemon.log: the daemon's stderr */
     char *status;         /* the STATUS= sent with READY=1, or NULL */
@@ -160,6 +161,13 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
 int bench_fdatasync_probe(const char *dir, unsigned iterations, uint64_t **ret_lat_ns,
                           size_t *ret_n);
 
+/* The same with writers processes at once, each appending bytes to a file
+ * of its own and fdatasyncing it, iterations times, all timed (sorted into
+ * *ret_lat_ns, writers * iterations values): what the disk gives when as
+ * many shards are synced at the same time as there are producers. */
+int bench_fdatasync_probe_concurrent(const char *dir, unsigned writers, size_t bytes,
+                                     unsigned iterations, uint64_t **ret_lat_ns, size_t *ret_n);
+
 /* ---- bench-merge.c ---- */
 
 struct bench_merge_result {
@@ -209,6 +217,8 @@ enum bench_fig {
     FIG_FDS_P50_US,
     FIG_FDS_P99_US,
     FIG_ACK_OVER_FDS,
+    FIG_FDS_CONC_P99_US,
+    FIG_ACK_OVER_FDS_CONC,
     FIG_MERGE_SHARDS,
     FIG_MERGE_MIB,
     FIG_LOGCTL_S,
