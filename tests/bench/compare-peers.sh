@@ -295,7 +295,7 @@ run_peer() {
             line_bytes=*) LINE_BYTES[$key]=${kv#*=} ;;
         esac
     done
-    R_CPU=$cpu R_RSS=$rss R_ACK99=nan R_FDS99=nan
+    R_CPU=$cpu R_RSS=$rss R_ACK99=nan R_FDS99=nan R_FDSX99=nan
     rm -rf -- "$d"
 }
 
@@ -330,6 +330,7 @@ run_logshard() {
     R_RSS=$(json_get daemon_peak_rss_mib "$json" | awk '{printf "%.1f", $1}')
     R_ACK99=$(json_get ack_p99_us "$json")
     R_FDS99=$(json_get fdatasync_p99_us "$json")
+    R_FDSX99=$(json_get fdatasync_concurrent_p99_us "$json")
 }
 
 run_one() { # SYSTEM WORKLOAD N
@@ -358,19 +359,19 @@ for w in "${WORKLOAD_LIST[@]}"; do
         for ((k = 0; k < ${#SYSTEMS[@]}; k++)); do
             sys=${SYSTEMS[$(( (k + r - 1) % ${#SYSTEMS[@]} ))]}
             run_one "$sys" "$w" "$n"
-            printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n' "$w" "$sys" "$r" "$R_RPS" "$R_EL" \
-                "$R_CPU" "$R_RSS" "${WL_P[$w]}" "${WL_S[$w]}" "$R_ACK99" "$R_FDS99" >> "$ROWS"
+            printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n' "$w" "$sys" "$r" "$R_RPS" "$R_EL" \
+                "$R_CPU" "$R_RSS" "${WL_P[$w]}" "${WL_S[$w]}" "$R_ACK99" "$R_FDS99" "$R_FDSX99" >> "$ROWS"
             say "   $(printf '%-9s run %d: %10.0f records/s  %7.3f s  daemon CPU %6.2f s  peak RSS %7.1f MiB' \
                 "$sys" "$r" "$R_RPS" "$R_EL" "$R_CPU" "$R_RSS")"
         done
     done
 done
 t_total=$(( $(date +%s) - t_start ))
-[[ -n $RESULTS ]] && { printf 'workload\tsystem\trun\trecords_per_s\telapsed_s\tdaemon_cpu_s\tpeak_rss_mib\tproducers\trecord_bytes\tack_p99_us\tfdatasync_p99_us\n'; cat "$ROWS"; } > "$RESULTS"
+[[ -n $RESULTS ]] && { printf 'workload\tsystem\trun\trecords_per_s\telapsed_s\tdaemon_cpu_s\tpeak_rss_mib\tproducers\trecord_bytes\tack_p99_us\tfdatasync_p99_us\tfdatasync_concurrent_p99_us\n'; cat "$ROWS"; } > "$RESULTS"
 
 # ---- medians, ratios ----------------------------------------------------
 # median WORKLOAD SYSTEM COLUMN (4 records/s, 5 elapsed, 6 CPU, 7 RSS,
-# 10 ack p99, 11 fdatasync p99)
+# 10 ack p99, 11 fdatasync p99, 12 fdatasync p99 with P concurrent writers)
 median() {
     awk -F'\t' -v w="$1" -v s="$2" -v c="$3" '$1 == w && $2 == s && $c != "nan" {print $c}' "$ROWS" | sort -g |
         awk '{v[NR] = $1} END {if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
@@ -379,7 +380,7 @@ median() {
 declare -A MED
 for w in "${WORKLOAD_LIST[@]}"; do
     for sys in "${SYSTEMS[@]}"; do
-        for c in 4 5 6 7 10 11; do MED[$w/$sys/$c]=$(median "$w" "$sys" "$c"); done
+        for c in 4 5 6 7 10 11 12; do MED[$w/$sys/$c]=$(median "$w" "$sys" "$c"); done
     done
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'; }
@@ -422,14 +423,16 @@ done
 
 echo
 echo "logshard's acknowledgement latency (logshard-bench: p99 of logshard_flush(), and of a"
-echo "4 KiB append + fdatasync on the same file system right after the run; medians):"
+echo "4 KiB append + fdatasync on the same file system right after the run, alone and"
+echo "with as many concurrent writers as producers, each appending one flush; medians):"
 echo
-echo "| workload | ack p99 us | fdatasync p99 us | ratio (target <= 2 with fsync=batch) |"
-echo "| --- | ---: | ---: | ---: |"
+echo "| workload | ack p99 us | fdatasync p99 us | ratio (target <= 2 with fsync=batch) | fdatasync xP p99 us | ack / xP ratio |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for w in "${WORKLOAD_LIST[@]}"; do
     [[ ${WL_MODE[$w]} == durable ]] || continue
-    printf '| %s | %.0f | %.0f | %s |\n' "${WL_LABEL[$w]}" "${MED[$w/logshard/10]}" \
-        "${MED[$w/logshard/11]}" "$(ratio "${MED[$w/logshard/10]}" "${MED[$w/logshard/11]}")"
+    printf '| %s | %.0f | %.0f | %s | %.0f | %s |\n' "${WL_LABEL[$w]}" "${MED[$w/logshard/10]}" \
+        "${MED[$w/logshard/11]}" "$(ratio "${MED[$w/logshard/10]}" "${MED[$w/logshard/11]}")" \
+        "${MED[$w/logshard/12]}" "$(ratio "${MED[$w/logshard/10]}" "${MED[$w/logshard/12]}")"
 done
 
 # ---- the plot -----------------------------------------------------------
