@@ -909,7 +909,8 @@ static int interfere(const struct merge_source *src, void *userdata)
 }
 
 /* A merge that fails after its temp file exists must remove it and leave
- * no output: cancelled, or a source changed between check and copy. */
+ * no output: cancelled, or, with --delete, a source changed between check
+ * and copy (deleting its name would lose what was never copied). */
 static void test_merge_fails_mid_copy(void **state)
 {
     static const int expect[] = { -ECANCELED, -ESTALE, -ESTALE };
@@ -933,6 +934,7 @@ static void test_merge_fails_mid_copy(void **state)
         opts.output = out;
         opts.before_copy = interfere;
         opts.userdata = &in;
+        opts.delete_sources = true;
         assert_int_equal(merge_run(&opts, &res), expect[mode]);
         assert_true(in.saw_temp);
         assert_int_equal(in.calls, 4);
@@ -950,6 +952,39 @@ static void test_merge_fails_mid_copy(void **state)
         assert_int_equal(count_entries(f.out), 0);
         /* A failure before publishing takes its intent with it. */
         check_no_leftovers(&f);
+        free(out);
+        fixture_free(&f);
+    }
+}
+
+/* Without --delete, a source appended to or replaced after its check is
+ * copied as it was checked, from the file that was checked, and stays. */
+static void test_merge_copies_what_was_checked(void **state)
+{
+    (void)state;
+    for (int mode = 1; mode < 3; mode++) {
+        struct fixture f;
+        struct merge_opts opts = { 0 };
+        struct merge_result res;
+        struct interference in = { 0 };
+        char *out;
+
+        fixture_init(&f);
+        write_sorted_specs_shuffled(f.done);
+        out = join(f.out, "merged.lsm");
+        in.f = &f;
+        in.out_dir = f.out;
+        in.at = 3;
+        in.mode = mode;
+        opts.spool = f.spool;
+        opts.output = out;
+        opts.before_copy = interfere;
+        opts.userdata = &in;
+        assert_int_equal(merge_run(&opts, &res), 0);
+        assert_int_equal(in.calls, (int)N_SORTED);
+        merge_result_free(&res);
+        check_output(out, &f);
+        assert_int_equal(count_entries(f.done), N_SORTED);
         free(out);
         fixture_free(&f);
     }
@@ -1793,6 +1828,7 @@ int main(void)
         cmocka_unit_test(test_merge_sealed_shards),
         cmocka_unit_test(test_merge_sealed_misnamed),
         cmocka_unit_test(test_merge_fails_mid_copy),
+        cmocka_unit_test(test_merge_copies_what_was_checked),
         cmocka_unit_test(test_merge_zero_shards),
         cmocka_unit_test(test_merge_missing_spool),
         cmocka_unit_test(test_merge_delete),

@@ -9,8 +9,10 @@
  * everything with --verify, record by record through the shard reader.
  * Reading only the two ends keeps a merge as fast as the kernel's copy
  * (and O(metadata) where copy_file_range can reflink). The second copies each
- * source, checked again by identity (device, inode, size) so that a file
- * swapped between the passes cannot slip in unchecked.
+ * source from the file the first one checked, kept open in between where
+ * the open-file limit allows; a source opened again is checked by identity
+ * (device, inode, size) so that a file swapped between the passes cannot
+ * slip in unchecked, and with --delete so is the name of a kept one.
  *
  * Order of the output: by producer name in byte order (strcmp), then by
  * shard id ascending. It is deterministic and keeps each producer's shards
@@ -505,7 +507,7 @@ out:
 
 /* Pass two for one source: the same file as checked, copied whole. */
 static int copy_source(int done_fd, const char *done_path, struct merge_source *s,
-                       int out_fd, const char *tmp_path, bool *fallback,
+                       int out_fd, const char *tmp_path, bool deleting, bool *fallback,
                        struct merge_result *res)
 {
     _cleanup_free_ char *path = path_join(done_path, s->name);
@@ -517,17 +519,24 @@ static int copy_source(int done_fd, const char *done_path, struct merge_source *
     s->fd = -1; /* closed here, whatever happens */
     if (!path)
         return fail(res, -ENOMEM, "out of memory");
-    if (fd >= 0) {
+    /* A reopened file may be another one; a kept one matters only when
+     * its name is to be deleted. */
+    bool check_identity = fd < 0 || deleting;
+
+    if (fd >= 0 && deleting) {
         /* The file is the one checked; the name must still be its name,
-         * or --delete would remove a file that was never copied. */
+         * with nothing added, or --delete would remove what was never
+         * copied. Without --delete the checked bytes are copied from the
+         * checked file, whatever became of its name. */
         if (fstatat(done_fd, s->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             return fail(res, -errno, "%s: %s", path, strerror(errno));
-    } else {
+    } else if (fd < 0) {
         r = open_source(done_fd, s, path, &fd, &st, res);
         if (r < 0)
             return r;
     }
-    if (st.st_dev != s->dev || st.st_ino != s->ino || (uint64_t)st.st_size != s->bytes)
+    if (check_identity &&
+        (st.st_dev != s->dev || st.st_ino != s->ino || (uint64_t)st.st_size != s->bytes))
         return fail(res, -ESTALE, "%s: replaced or changed since it was checked", path);
 
     r = merge_copy(fd, out_fd, s->bytes, *fallback, &fell_back);
@@ -1578,7 +1587,8 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                 goto fail_tmp;
             }
         }
-        r = copy_source(done_fd, done_path, &res->sources[i], out_fd, tmp_path, &fallback, res);
+        r = copy_source(done_fd, done_path, &res->sources[i], out_fd, tmp_path,
+                        opts->delete_sources, &fallback, res);
         if (r < 0)
             goto fail_tmp;
         res->records += res->sources[i].records;
