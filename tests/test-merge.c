@@ -1811,6 +1811,57 @@ static void test_merge_sealed_misnamed(void **state)
     fixture_free(&f);
 }
 
+/* With hundreds of sources the check runs on two threads; the merge still
+ * reports the first bad source in output order, whichever thread met it. */
+static void test_merge_many_sources_first_bad(void **state)
+{
+    enum { N = 300 };
+    static const size_t bad_pairs[][2] = { { 150, 201 }, { 151, 200 }, { 7, 299 }, { 10, 11 },
+                                           { 21, 22 } };
+    enum { NPAIRS = sizeof(bad_pairs) / sizeof(bad_pairs[0]) };
+    (void)state;
+
+    for (size_t k = 0; k <= NPAIRS; k++) {
+        struct fixture f;
+        struct merge_opts opts = { 0 };
+        struct merge_result res;
+        char *out, *want_name = NULL;
+
+        fixture_init(&f);
+        for (size_t i = 0; i < N; i++) {
+            struct shard_spec spec = { "many", i + 1, (unsigned)(i % 5) };
+            bool bad = k < NPAIRS && (i == bad_pairs[k][0] || i == bad_pairs[k][1]);
+
+            write_sealed(&f, &spec, bad ? cut_three : NULL);
+            if (bad && !want_name)
+                want_name = shard_name("many", i + 1);
+        }
+        out = join(f.out, "merged.lsm");
+        opts.spool = f.spool;
+        opts.output = out;
+        if (k == NPAIRS) {
+            uint64_t records = 0;
+
+            for (size_t i = 0; i < N; i++)
+                records += i % 5;
+            assert_int_equal(merge_run(&opts, &res), 0);
+            assert_int_equal(res.shards, N);
+            assert_true(res.records == records);
+            for (size_t i = 0; i < N; i++)
+                assert_true(res.sources[i].id == i + 1);
+        } else {
+            assert_int_equal(merge_run(&opts, &res), -ENODATA);
+            assert_non_null(strstr(res.error, want_name));
+            assert_non_null(strstr(res.error, "file ends inside the seal trailer"));
+            assert_false(exists(out));
+        }
+        merge_result_free(&res);
+        free(want_name);
+        free(out);
+        fixture_free(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1827,6 +1878,7 @@ int main(void)
         cmocka_unit_test(test_merge_refuses_misnamed_and_double),
         cmocka_unit_test(test_merge_sealed_shards),
         cmocka_unit_test(test_merge_sealed_misnamed),
+        cmocka_unit_test(test_merge_many_sources_first_bad),
         cmocka_unit_test(test_merge_fails_mid_copy),
         cmocka_unit_test(test_merge_copies_what_was_checked),
         cmocka_unit_test(test_merge_zero_shards),

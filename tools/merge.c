@@ -88,6 +88,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1384,6 +1385,89 @@ static void keep_sources(struct merge_result *res,
     res->n_sources = n;
 }
 
+/* The check pass runs on two threads once there are this many sources:
+ * each check is a few system calls, and the copy pass cannot start before
+ * the last one is done. Below it a thread costs more than it saves. */
+#define CHECK_PARALLEL_MIN 256u
+
+struct check_share {
+    int done_fd;
+    const char *done_path;
+    struct merge_source *sources;
+    size_t n, first, keep_open;
+    bool verify;
+    size_t *first_bad;          /* shared: the lowest index that failed */
+    struct merge_result errors; /* only its error is used */
+    size_t failed_at;           /* SIZE_MAX: none failed */
+    int r;
+};
+
+/* Checks sources first, first + 2, ... of the share, until one fails or
+ * the other share failed at a lower index: every source before the first
+ * bad one is checked, so the error is the one a check in order gives. */
+static void *check_share_run(void *arg)
+{
+    struct check_share *c = arg;
+
+    c->failed_at = SIZE_MAX;
+    c->r = 0;
+    for (size_t i = c->first; i < c->n; i += 2) {
+        size_t seen;
+        int r;
+
+        if (i > __atomic_load_n(c->first_bad, __ATOMIC_RELAXED))
+            break;
+        r = validate_source(c->done_fd, c->done_path, &c->sources[i], c->verify,
+                            i < c->keep_open, &c->errors);
+        if (r < 0) {
+            c->r = r;
+            c->failed_at = i;
+            seen = __atomic_load_n(c->first_bad, __ATOMIC_RELAXED);
+            while (i < seen && !__atomic_compare_exchange_n(c->first_bad, &seen, i, false,
+                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                ;
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* The check pass, the even sources on this thread and the odd ones on a
+ * second one. Returns 1 when every source was checked, 0 when no thread
+ * could be started (the caller checks them itself), or the error of the
+ * first bad source in output order, as if they had been checked one by
+ * one, with res->error set. */
+static int check_in_parallel(int done_fd, const char *done_path, struct merge_result *res,
+                             bool verify, size_t keep_open)
+{
+    size_t first_bad = SIZE_MAX;
+    struct check_share share[2];
+    struct check_share *bad = NULL;
+    pthread_t thread;
+
+    for (int k = 0; k < 2; k++)
+        share[k] = (struct check_share){ .done_fd = done_fd, .done_path = done_path,
+                                         .sources = res->sources, .n = res->n_sources,
+                                         .first = (size_t)k, .keep_open = keep_open,
+                                         .verify = verify, .first_bad = &first_bad };
+    (void)crc32c(NULL, 0); /* its one-time set-up, before two threads use it */
+    if (pthread_create(&thread, NULL, check_share_run, &share[1]) != 0)
+        return 0;
+    check_share_run(&share[0]);
+    (void)pthread_join(thread, NULL);
+    for (int k = 0; k < 2; k++)
+        if (share[k].r < 0 && (!bad || share[k].failed_at < bad->failed_at))
+            bad = &share[k];
+    if (bad) {
+        free(res->error);
+        res->error = bad->errors.error;
+        bad->errors.error = NULL;
+    }
+    free(share[0].errors.error);
+    free(share[1].errors.error);
+    return bad ? bad->r : 1;
+}
+
 /* How many sources the check pass may leave open for the copy pass, which
  * then skips opening them again: what RLIMIT_NOFILE allows (its soft limit
  * raised to the hard one; logctl uses no select()) but a margin. Sources
@@ -1433,6 +1517,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     _cleanup_close_ int done_fd = -1;
     _cleanup_close_ int dir_fd = -1;
     size_t intent_len = 0, keep_open;
+    bool checked = false;
     uint64_t written_back = 0;
     bool have_intent = false, temp_left = false, tried_publish = false;
     int out_fd = -1;
@@ -1480,7 +1565,13 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
         opts->progress(&prog, opts->userdata);
     }
     keep_open = open_sources_budget(res->n_sources);
-    for (size_t i = 0; i < res->n_sources; i++) {
+    if (!opts->progress && res->n_sources >= CHECK_PARALLEL_MIN) {
+        r = check_in_parallel(done_fd, done_path, res, opts->verify, keep_open);
+        if (r < 0)
+            return r;
+        checked = r > 0;
+    }
+    for (size_t i = 0; i < res->n_sources && !checked; i++) {
         r = validate_source(done_fd, done_path, &res->sources[i], opts->verify,
                             i < keep_open, res);
         if (r < 0)
