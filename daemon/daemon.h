@@ -54,6 +54,19 @@ struct stats_rate_sample {
     uint64_t bytes;
 };
 
+/* Released batch buffers kept for reuse (shard.c): mapped memory whose
+ * pages are already there, so a new burst does not fault them in again. */
+#define BATCH_POOL_SLOTS 16u
+#define BATCH_POOL_MAX_BYTES (16u * 1024u * 1024u)
+struct batch_pool {
+    struct {
+        unsigned char *buf;
+        size_t cap;
+    } slot[BATCH_POOL_SLOTS];
+    unsigned n;
+    size_t bytes;
+};
+
 /* What the command line said; it wins over the file, at start and at every
  * reload. */
 struct daemon_args {
@@ -87,6 +100,7 @@ struct daemon {
     int active_fd;
     int done_fd;
     size_t seal_align; /* sealed shards end on a multiple of this (0: none) */
+    struct batch_pool batch_pool;
     uint64_t last_shard_id;
 
     struct list_node sessions;     /* struct session.node */

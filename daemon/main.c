@@ -518,6 +518,7 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(&loop);
     spool_close(&d);
+    shard_pool_drain(&d);
     config_free(&d.config);
     free(d.rx_scratch);
     return r;

@@ -106,6 +106,11 @@ static int teardown(void **state)
     char cmd[128];
 
     assert_true(list_empty(&f->d.shards));
+    /* Every buffer was given back (to the pool or the kernel). */
+    assert_int_equal(f->d.memory_bytes, 0);
+    assert_true(f->d.batch_pool.bytes <= BATCH_POOL_MAX_BYTES);
+    shard_pool_drain(&f->d);
+    assert_int_equal(f->d.batch_pool.n, 0);
     assert_int_equal(io_close(f->d.io, NULL, NULL), 0);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -211,6 +216,45 @@ static void test_append_write_seal(void **state)
 
 /* Two shards of one producer opened back to back get distinct, increasing
  * ids, and both file names exist. */
+/* A settled shard holds no buffer: it went to the pool, and the next
+ * burst takes it back instead of mapping a new one. Memory the pool does
+ * not take is unmapped. */
+static void test_buffers_return_to_pool(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    unsigned pooled;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    append_records(s, 0, 2000);
+    run_until(f, &o.written_calls, 1);
+    assert_true(shard_settled(s));
+    assert_int_equal(shard_buffer_bytes(s), 0);
+    assert_int_equal(f->d.memory_bytes, 0);
+    pooled = f->d.batch_pool.n;
+    assert_true(pooled >= 1);
+    assert_true(f->d.batch_pool.bytes > 0);
+
+    append_records(s, 2000, 2010);
+    assert_int_equal(f->d.batch_pool.n, pooled - 1);
+    assert_true(f->d.memory_bytes > 0);
+    run_until(f, &o.written_calls, 2);
+    assert_int_equal(f->d.batch_pool.n, pooled);
+
+    /* A full pool unmaps what comes back. */
+    append_records(s, 2010, 2020);
+    assert_int_equal(f->d.batch_pool.n, pooled - 1);
+    f->d.batch_pool.bytes = BATCH_POOL_MAX_BYTES;
+    run_until(f, &o.written_calls, 3);
+    assert_int_equal(f->d.batch_pool.n, pooled - 1);
+    f->d.batch_pool.bytes = 0; /* the drain in teardown does not look at it */
+
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+}
+
 static void test_ids_are_unique_and_increasing(void **state)
 {
     struct fixture *f = *state;
@@ -294,6 +338,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_append_write_seal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buffers_return_to_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_unique_and_increasing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seal_rename_failure, setup, teardown),
