@@ -908,6 +908,25 @@ static int interfere(const struct merge_source *src, void *userdata)
     return 0;
 }
 
+/* Runs a merge of the sorted specs whose before_copy hook interferes with
+ * source 3 as mode says; f, in and *ret_out are set up here. */
+static int merge_interfered(struct fixture *f, struct interference *in, int mode, bool delete,
+                            struct merge_result *res, char **ret_out)
+{
+    struct merge_opts opts = { 0 };
+
+    fixture_init(f);
+    write_sorted_specs_shuffled(f->done);
+    *ret_out = join(f->out, "merged.lsm");
+    *in = (struct interference){ .f = f, .out_dir = f->out, .at = 3, .mode = mode };
+    opts.spool = f->spool;
+    opts.output = *ret_out;
+    opts.before_copy = interfere;
+    opts.userdata = in;
+    opts.delete_sources = delete;
+    return merge_run(&opts, res);
+}
+
 /* A merge that fails after its temp file exists must remove it and leave
  * no output: cancelled, or, with --delete, a source changed between check
  * and copy (deleting its name would lose what was never copied). */
@@ -918,24 +937,11 @@ static void test_merge_fails_mid_copy(void **state)
     (void)state;
     for (int mode = 0; mode < 3; mode++) {
         struct fixture f;
-        struct merge_opts opts = { 0 };
         struct merge_result res;
-        struct interference in = { 0 };
+        struct interference in;
         char *out;
 
-        fixture_init(&f);
-        write_sorted_specs_shuffled(f.done);
-        out = join(f.out, "merged.lsm");
-        in.f = &f;
-        in.out_dir = f.out;
-        in.at = 3;
-        in.mode = mode;
-        opts.spool = f.spool;
-        opts.output = out;
-        opts.before_copy = interfere;
-        opts.userdata = &in;
-        opts.delete_sources = true;
-        assert_int_equal(merge_run(&opts, &res), expect[mode]);
+        assert_int_equal(merge_interfered(&f, &in, mode, true, &res, &out), expect[mode]);
         assert_true(in.saw_temp);
         assert_int_equal(in.calls, 4);
         assert_non_null(res.error);
@@ -964,23 +970,11 @@ static void test_merge_copies_what_was_checked(void **state)
     (void)state;
     for (int mode = 1; mode < 3; mode++) {
         struct fixture f;
-        struct merge_opts opts = { 0 };
         struct merge_result res;
-        struct interference in = { 0 };
+        struct interference in;
         char *out;
 
-        fixture_init(&f);
-        write_sorted_specs_shuffled(f.done);
-        out = join(f.out, "merged.lsm");
-        in.f = &f;
-        in.out_dir = f.out;
-        in.at = 3;
-        in.mode = mode;
-        opts.spool = f.spool;
-        opts.output = out;
-        opts.before_copy = interfere;
-        opts.userdata = &in;
-        assert_int_equal(merge_run(&opts, &res), 0);
+        assert_int_equal(merge_interfered(&f, &in, mode, false, &res, &out), 0);
         assert_int_equal(in.calls, (int)N_SORTED);
         merge_result_free(&res);
         check_output(out, &f);
