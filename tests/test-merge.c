@@ -396,6 +396,46 @@ static void test_copy_identical(void **state)
     rm_rf(tmp);
 }
 
+/* merge_copy_at writes at the offset it is given, by either method, and
+ * leaves the output's file offset alone. */
+static void test_copy_at_offset(void **state)
+{
+    const size_t len = 3u * 1024 * 1024 + 777;
+    const off_t at = 2u * 1024 * 1024 + 5;
+    char *tmp = make_tmpdir();
+    char *src = join(tmp, "src");
+    unsigned char *data = pattern(len, 11);
+
+    (void)state;
+    write_file(src, data, len);
+    for (int force = 0; force <= 1; force++) {
+        char *dst = join(tmp, force ? "dst-fallback" : "dst-cfr");
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        unsigned char *got;
+        size_t got_len;
+
+        assert_true(in >= 0 && out >= 0);
+        assert_int_equal(write_all(out, "HEAD", 4), 0);
+        assert_int_equal(merge_copy_at(in, out, (int64_t)at, len, force, NULL), 0);
+        assert_true(lseek(out, 0, SEEK_CUR) == 4);
+        assert_int_equal(close(in), 0);
+        assert_int_equal(close(out), 0);
+
+        got = read_file(dst, &got_len);
+        assert_int_equal(got_len, (size_t)at + len);
+        assert_memory_equal(got, "HEAD", 4);
+        for (size_t i = 4; i < (size_t)at; i++)
+            assert_int_equal(got[i], 0);
+        assert_memory_equal(got + at, data, len);
+        free(got);
+        free(dst);
+    }
+    free(data);
+    free(src);
+    rm_rf(tmp);
+}
+
 /* Only part of the source when len says so. */
 static void test_copy_prefix(void **state)
 {
@@ -1856,12 +1896,138 @@ static void test_merge_many_sources_first_bad(void **state)
     }
 }
 
+/* With hundreds of sources the copy runs on two threads too, each writing
+ * at its sources' offsets: the output is still every source byte for
+ * byte, in order. */
+static void test_merge_many_sources_copy(void **state)
+{
+    enum { N = 700 };
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    unsigned char *want = NULL, *got;
+    size_t want_len = 0, got_len;
+    char *out;
+    (void)state;
+
+    fixture_init(&f);
+    for (size_t i = 0; i < N; i++) {
+        /* Up to 120 records: shards of one to three blocks. */
+        struct shard_spec spec = { i % 3 ? "many" : "more", i + 1, (unsigned)(i * 37 % 121) };
+
+        write_sealed(&f, &spec, NULL);
+    }
+    /* The expected output: producers in byte order, then shard ids. */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *producer = pass == 0 ? "many" : "more";
+
+        for (size_t i = 0; i < N; i++) {
+            struct shard_spec spec = { i % 3 ? "many" : "more", i + 1,
+                                       (unsigned)(i * 37 % 121) };
+            size_t len;
+            unsigned char *buf;
+
+            if (strcmp(spec.producer, producer) != 0)
+                continue;
+            buf = build_sealed(&spec, &len);
+            want = realloc(want, want_len + len);
+            assert_non_null(want);
+            memcpy(want + want_len, buf, len);
+            want_len += len;
+            free(buf);
+        }
+    }
+    out = join(f.out, "merged.lsm");
+    opts.spool = f.spool;
+    opts.output = out;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.shards, N);
+    assert_true(res.bytes == want_len);
+    got = read_file(out, &got_len);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    free(want);
+    merge_result_free(&res);
+    free(out);
+    fixture_free(&f);
+}
+
+struct shrink_plan {
+    const struct fixture *f;
+    size_t victims[2];
+};
+
+/* After the check and before the copy: the victims lose their second half. */
+static void shrink_at_intent(enum merge_step step, void *userdata)
+{
+    const struct shrink_plan *plan = userdata;
+
+    if (step != MERGE_STEP_INTENT_WRITTEN)
+        return;
+    for (int k = 0; k < 2; k++) {
+        char *name = shard_name("many", plan->victims[k] + 1);
+        char *path = join(plan->f->done, name);
+        struct stat st;
+
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(truncate(path, st.st_size / 2), 0);
+        free(path);
+        free(name);
+    }
+}
+
+/* A source that shrinks between the check and the two-thread copy fails
+ * the merge, and the error names the first such source in output order,
+ * whichever thread met it; nothing is published. */
+static void test_merge_many_sources_copy_first_bad(void **state)
+{
+    enum { N = 600 };
+    static const size_t bad_pairs[][2] = { { 300, 301 }, { 451, 64 }, { 0, 599 }, { 127, 128 } };
+    (void)state;
+
+    for (size_t k = 0; k < sizeof(bad_pairs) / sizeof(bad_pairs[0]); k++) {
+        struct fixture f;
+        struct merge_opts opts = { 0 };
+        struct merge_result res;
+        struct shrink_plan plan;
+        size_t first = bad_pairs[k][0] < bad_pairs[k][1] ? bad_pairs[k][0] : bad_pairs[k][1];
+        char *out, *want_name, *want_path;
+
+        fixture_init(&f);
+        for (size_t i = 0; i < N; i++) {
+            struct shard_spec spec = { "many", i + 1, (unsigned)(i % 50) };
+
+            write_sealed(&f, &spec, NULL);
+        }
+        plan = (struct shrink_plan){ .f = &f, .victims = { bad_pairs[k][0], bad_pairs[k][1] } };
+        out = join(f.out, "merged.lsm");
+        opts.spool = f.spool;
+        opts.output = out;
+        opts.at_step = shrink_at_intent;
+        opts.userdata = &plan;
+        assert_int_equal(merge_run(&opts, &res), -ENODATA);
+        want_name = shard_name("many", first + 1);
+        want_path = join(f.done, want_name);
+        assert_non_null(strstr(res.error, want_path));
+        assert_non_null(strstr(res.error, "ended before its"));
+        assert_false(exists(out));
+        check_no_leftovers(&f);
+        merge_result_free(&res);
+        free(want_path);
+        free(want_name);
+        free(out);
+        fixture_free(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_names),
         cmocka_unit_test(test_list_order),
         cmocka_unit_test(test_copy_identical),
+        cmocka_unit_test(test_copy_at_offset),
         cmocka_unit_test(test_copy_prefix),
         cmocka_unit_test(test_copy_falls_back_on_einval),
         cmocka_unit_test(test_copy_other_error_fails),
@@ -1873,6 +2039,8 @@ int main(void)
         cmocka_unit_test(test_merge_sealed_shards),
         cmocka_unit_test(test_merge_sealed_misnamed),
         cmocka_unit_test(test_merge_many_sources_first_bad),
+        cmocka_unit_test(test_merge_many_sources_copy),
+        cmocka_unit_test(test_merge_many_sources_copy_first_bad),
         cmocka_unit_test(test_merge_fails_mid_copy),
         cmocka_unit_test(test_merge_copies_what_was_checked),
         cmocka_unit_test(test_merge_zero_shards),

@@ -265,7 +265,30 @@ static bool copy_unsupported(int err)
     return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS;
 }
 
-int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *ret_fell_back)
+/* Writes all of buf at out_off, or at the file offset when out_off < 0. */
+static int write_at(int fd, const unsigned char *buf, size_t len, int64_t out_off)
+{
+    if (out_off < 0)
+        return write_all(fd, buf, len);
+    while (len > 0) {
+        ssize_t n = pwrite(fd, buf, len, (off_t)out_off);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO;
+        buf += n;
+        len -= (size_t)n;
+        out_off += n;
+    }
+    return 0;
+}
+
+int merge_copy_at(int in_fd, int out_fd, int64_t out_off, uint64_t len, bool force_fallback,
+                  bool *ret_fell_back)
 {
     uint64_t done = 0;
     bool fallback = force_fallback;
@@ -274,8 +297,10 @@ int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *r
 
     while (!fallback && done < len) {
         off64_t off_in = (off64_t)done;
+        off64_t off_out = out_off + (off64_t)done;
         size_t want = len - done > COPY_CHUNK ? COPY_CHUNK : (size_t)(len - done);
-        ssize_t n = copy_file_range(in_fd, &off_in, out_fd, NULL, want, 0);
+        ssize_t n = copy_file_range(in_fd, &off_in, out_fd, out_off < 0 ? NULL : &off_out,
+                                    want, 0);
 
         if (n < 0) {
             if (errno == EINTR)
@@ -310,7 +335,7 @@ int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *r
                 r = -ENODATA;
                 break;
             }
-            r = write_all(out_fd, buf, (size_t)n);
+            r = write_at(out_fd, buf, (size_t)n, out_off < 0 ? -1 : out_off + (int64_t)done);
             if (r < 0)
                 break;
             done += (uint64_t)n;
@@ -322,6 +347,11 @@ int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *r
     if (ret_fell_back)
         *ret_fell_back = fallback;
     return 0;
+}
+
+int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *ret_fell_back)
+{
+    return merge_copy_at(in_fd, out_fd, -1, len, force_fallback, ret_fell_back);
 }
 
 /* Sets res->error and returns err, so that failures read
@@ -508,8 +538,8 @@ out:
 
 /* Pass two for one source: the same file as checked, copied whole. */
 static int copy_source(int done_fd, const char *done_path, struct merge_source *s,
-                       int out_fd, const char *tmp_path, bool deleting, bool *fallback,
-                       struct merge_result *res)
+                       int out_fd, int64_t out_off, const char *tmp_path, bool deleting,
+                       bool *fallback, struct merge_result *res)
 {
     _cleanup_free_ char *path = path_join(done_path, s->name);
     _cleanup_close_ int fd = s->fd;
@@ -540,7 +570,9 @@ static int copy_source(int done_fd, const char *done_path, struct merge_source *
         (st.st_dev != s->dev || st.st_ino != s->ino || (uint64_t)st.st_size != s->bytes))
         return fail(res, -ESTALE, "%s: replaced or changed since it was checked", path);
 
-    r = merge_copy(fd, out_fd, s->bytes, *fallback, &fell_back);
+    /* fallback may be shared by two copying threads. */
+    r = merge_copy_at(fd, out_fd, out_off, s->bytes, __atomic_load_n(fallback, __ATOMIC_RELAXED),
+                      &fell_back);
     if (r == -ENODATA)
         return fail(res, r, "%s: ended before its %" PRIu64 " bytes were copied (changed during the merge?)",
                     path, s->bytes);
@@ -548,7 +580,7 @@ static int copy_source(int done_fd, const char *done_path, struct merge_source *
         return fail(res, r, "%s: copying to %s: %s", path, tmp_path, strerror(-r));
     /* Once the kernel said no, asking again for every shard is pointless. */
     if (fell_back)
-        *fallback = true;
+        __atomic_store_n(fallback, true, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -1468,6 +1500,136 @@ static int check_in_parallel(int done_fd, const char *done_path, struct merge_re
     return bad ? bad->r : 1;
 }
 
+/* With as many sources, the copy pass runs on two threads too: once every
+ * source is checked, each one's place in the output is known, so both
+ * threads write at their own offsets. What a second thread overlaps is the
+ * per-source work (opening, reading, closing), which dominates for small
+ * shards. Sources go out in runs of consecutive ones, in output order, so
+ * the output fills from the front and its write-back starts behind. */
+#define COPY_RUN_SOURCES 64u
+
+struct copy_run {
+    size_t first, end;
+};
+
+struct copy_pass {
+    int done_fd;
+    const char *done_path;
+    struct merge_source *sources;
+    const uint64_t *offsets; /* where each source goes in the output */
+    const struct copy_run *runs;
+    size_t n_runs;
+    int out_fd;
+    const char *tmp_path;
+    bool deleting;
+    bool fallback;    /* shared: copy_file_range was refused */
+    size_t next_run;  /* shared: the first run not handed out yet */
+    size_t first_bad; /* shared: the lowest index that failed */
+};
+
+struct copy_share {
+    struct copy_pass *pass;
+    struct merge_result errors; /* only its error is used */
+    size_t failed_at;           /* SIZE_MAX: none failed */
+    int r;
+};
+
+/* Copies the runs it takes until none is left, one fails, or the other
+ * thread failed at a lower index. Runs are taken in order, so every source
+ * before the first bad one is copied and the error is the one a copy in
+ * order gives. */
+static void *copy_share_run(void *arg)
+{
+    struct copy_share *c = arg;
+    struct copy_pass *p = c->pass;
+
+    c->failed_at = SIZE_MAX;
+    c->r = 0;
+    for (;;) {
+        size_t k = __atomic_fetch_add(&p->next_run, 1, __ATOMIC_RELAXED);
+        const struct copy_run *run;
+
+        if (k >= p->n_runs)
+            return NULL;
+        run = &p->runs[k];
+        for (size_t i = run->first; i < run->end; i++) {
+            size_t seen;
+            int r;
+
+            if (i > __atomic_load_n(&p->first_bad, __ATOMIC_RELAXED))
+                return NULL;
+            r = copy_source(p->done_fd, p->done_path, &p->sources[i], p->out_fd,
+                            (int64_t)p->offsets[i], p->tmp_path, p->deleting, &p->fallback,
+                            &c->errors);
+            if (r < 0) {
+                c->r = r;
+                c->failed_at = i;
+                seen = __atomic_load_n(&p->first_bad, __ATOMIC_RELAXED);
+                while (i < seen && !__atomic_compare_exchange_n(&p->first_bad, &seen, i, false,
+                                                                __ATOMIC_RELAXED,
+                                                                __ATOMIC_RELAXED))
+                    ;
+                return NULL;
+            }
+        }
+        /* A hint, as in the one-thread pass: the fsync is what counts. */
+        (void)sync_file_range(p->out_fd, (off64_t)p->offsets[run->first],
+                              (off64_t)(p->offsets[run->end] - p->offsets[run->first]),
+                              SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/* The copy pass on this thread and a second one. Returns 1 when every
+ * source was copied, 0 when nothing was copied because no thread or memory
+ * could be had (the caller copies them itself), or the error of the first
+ * bad source in output order, with res->error set. */
+static int copy_in_parallel(int done_fd, const char *done_path, int out_fd, const char *tmp_path,
+                            bool deleting, bool *fallback, struct merge_result *res)
+{
+    size_t n = res->n_sources, n_runs = 0;
+    _cleanup_free_ uint64_t *offsets = malloc((n + 1) * sizeof(*offsets));
+    _cleanup_free_ struct copy_run *runs = malloc(n * sizeof(*runs));
+    struct copy_pass pass;
+    struct copy_share share[2];
+    struct copy_share *bad = NULL;
+    pthread_t thread;
+
+    if (!offsets || !runs)
+        return 0;
+    offsets[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        offsets[i + 1] = offsets[i] + res->sources[i].bytes;
+        /* A run ends after COPY_RUN_SOURCES sources or WRITEBACK_STEP bytes. */
+        if (n_runs == 0 || runs[n_runs - 1].end - runs[n_runs - 1].first >= COPY_RUN_SOURCES ||
+            offsets[i] - offsets[runs[n_runs - 1].first] >= WRITEBACK_STEP)
+            runs[n_runs++] = (struct copy_run){ .first = i, .end = i };
+        runs[n_runs - 1].end = i + 1;
+    }
+    pass = (struct copy_pass){ .done_fd = done_fd, .done_path = done_path,
+                               .sources = res->sources, .offsets = offsets, .runs = runs,
+                               .n_runs = n_runs, .out_fd = out_fd, .tmp_path = tmp_path,
+                               .deleting = deleting, .fallback = *fallback,
+                               .first_bad = SIZE_MAX };
+    for (int k = 0; k < 2; k++)
+        share[k] = (struct copy_share){ .pass = &pass };
+    if (pthread_create(&thread, NULL, copy_share_run, &share[1]) != 0)
+        return 0;
+    copy_share_run(&share[0]);
+    (void)pthread_join(thread, NULL);
+    *fallback = pass.fallback;
+    for (int k = 0; k < 2; k++)
+        if (share[k].r < 0 && (!bad || share[k].failed_at < bad->failed_at))
+            bad = &share[k];
+    if (bad) {
+        free(res->error);
+        res->error = bad->errors.error;
+        bad->errors.error = NULL;
+    }
+    free(share[0].errors.error);
+    free(share[1].errors.error);
+    return bad ? bad->r : 1;
+}
+
 /* How many sources the check pass may leave open for the copy pass, which
  * then skips opening them again: what RLIMIT_NOFILE allows (its soft limit
  * raised to the hard one; logctl uses no select()) but a margin. Sources
@@ -1517,7 +1679,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     _cleanup_close_ int done_fd = -1;
     _cleanup_close_ int dir_fd = -1;
     size_t intent_len = 0, keep_open;
-    bool checked = false;
+    bool checked = false, copied = false;
     uint64_t written_back = 0;
     bool have_intent = false, temp_left = false, tried_publish = false;
     int out_fd = -1;
@@ -1669,7 +1831,21 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
         goto fail_tmp;
     }
 
-    for (size_t i = 0; i < res->n_sources; i++) {
+    /* The hooks and the progress report follow sources one by one. */
+    if (!opts->progress && !opts->before_copy && res->n_sources >= CHECK_PARALLEL_MIN) {
+        r = copy_in_parallel(done_fd, done_path, out_fd, tmp_path, opts->delete_sources,
+                             &fallback, res);
+        if (r < 0)
+            goto fail_tmp;
+        if (r > 0) {
+            for (size_t i = 0; i < res->n_sources; i++) {
+                res->records += res->sources[i].records;
+                res->bytes += res->sources[i].bytes;
+            }
+            copied = true;
+        }
+    }
+    for (size_t i = 0; i < res->n_sources && !copied; i++) {
         if (opts->before_copy) {
             r = opts->before_copy(&res->sources[i], opts->userdata);
             if (r < 0) {
@@ -1678,7 +1854,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                 goto fail_tmp;
             }
         }
-        r = copy_source(done_fd, done_path, &res->sources[i], out_fd, tmp_path,
+        r = copy_source(done_fd, done_path, &res->sources[i], out_fd, -1, tmp_path,
                         opts->delete_sources, &fallback, res);
         if (r < 0)
             goto fail_tmp;

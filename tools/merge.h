@@ -59,6 +59,13 @@ void merge_sources_free(struct merge_source *sources, size_t count);
  * len bytes; or the errno of the failing call. */
 int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *ret_fell_back);
 
+/* The same as merge_copy, but writes at offset out_off of out_fd (out_fd's
+ * file offset is neither used nor moved), so that several threads can fill
+ * one output at once; out_off < 0 means out_fd's file offset, as
+ * merge_copy does. */
+int merge_copy_at(int in_fd, int out_fd, int64_t out_off, uint64_t len, bool force_fallback,
+                  bool *ret_fell_back);
+
 /* The files a merge keeps in the spool directory itself. */
 #define MERGE_LOCK_NAME "merge.lock"
 #define MERGE_INTENT_NAME "merge.intent"
