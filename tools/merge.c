@@ -84,6 +84,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +101,11 @@
 #include "fileutil.h"
 #include "shard_format.h"
 #include "wire.h"
+
+/* Not in every <linux/magic.h> yet. */
+#ifndef BCACHEFS_SUPER_MAGIC
+#define BCACHEFS_SUPER_MAGIC 0xca451a4e
+#endif
 
 /* How much copied output may wait before its write-back is started. */
 #define WRITEBACK_STEP (8u * 1024u * 1024u)
@@ -1579,6 +1586,26 @@ static void *copy_share_run(void *arg)
     }
 }
 
+/* Whether copy_file_range to fd may share extents rather than copy bytes:
+ * then each source's copy is a metadata update made under the output
+ * file's lock, and a second copying thread only waits for that lock. */
+static bool may_share_extents(int fd)
+{
+    struct statfs sfs;
+
+    if (fstatfs(fd, &sfs) < 0)
+        return false;
+    switch ((unsigned long)sfs.f_type) {
+    case XFS_SUPER_MAGIC:
+    case BTRFS_SUPER_MAGIC:
+    case OCFS2_SUPER_MAGIC:
+    case BCACHEFS_SUPER_MAGIC:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* The copy pass on this thread and a second one. Returns 1 when every
  * source was copied, 0 when nothing was copied because no thread or memory
  * could be had (the caller copies them itself), or the error of the first
@@ -1832,7 +1859,8 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     }
 
     /* The hooks and the progress report follow sources one by one. */
-    if (!opts->progress && !opts->before_copy && res->n_sources >= CHECK_PARALLEL_MIN) {
+    if (!opts->progress && !opts->before_copy && res->n_sources >= CHECK_PARALLEL_MIN &&
+        !may_share_extents(out_fd)) {
         r = copy_in_parallel(done_fd, done_path, out_fd, tmp_path, opts->delete_sources,
                              &fallback, res);
         if (r < 0)
