@@ -1430,16 +1430,54 @@ static void keep_sources(struct merge_result *res,
  * the last one is done. Below it a thread costs more than it saves. */
 #define CHECK_PARALLEL_MIN 256u
 
+/* What one of two threads working through the sources met. */
+struct share_outcome {
+    struct merge_result errors; /* only its error is used */
+    size_t failed_at;           /* SIZE_MAX: none failed */
+    int r;
+};
+
+/* Records that source i failed with r, and lowers *first_bad, which both
+ * threads read to stop at sources after it, to i if i is lower. */
+static void share_failed(struct share_outcome *o, size_t *first_bad, size_t i, int r)
+{
+    size_t seen = __atomic_load_n(first_bad, __ATOMIC_RELAXED);
+
+    o->r = r;
+    o->failed_at = i;
+    while (i < seen &&
+           !__atomic_compare_exchange_n(first_bad, &seen, i, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
+}
+
+/* Once both threads are done: the error of the lower failed source goes
+ * to res. Returns it, or 1 when neither failed. */
+static int shares_result(struct share_outcome *a, struct share_outcome *b,
+                         struct merge_result *res)
+{
+    struct share_outcome *bad = a->r < 0 ? a : NULL;
+
+    if (b->r < 0 && (!bad || b->failed_at < bad->failed_at))
+        bad = b;
+    if (bad) {
+        free(res->error);
+        res->error = bad->errors.error;
+        bad->errors.error = NULL;
+    }
+    free(a->errors.error);
+    free(b->errors.error);
+    return bad ? bad->r : 1;
+}
+
 struct check_share {
     int done_fd;
     const char *done_path;
     struct merge_source *sources;
     size_t n, first, keep_open;
     bool verify;
-    size_t *first_bad;          /* shared: the lowest index that failed */
-    struct merge_result errors; /* only its error is used */
-    size_t failed_at;           /* SIZE_MAX: none failed */
-    int r;
+    size_t *first_bad; /* shared: the lowest index that failed */
+    struct share_outcome out;
 };
 
 /* Checks sources first, first + 2, ... of the share, until one fails or
@@ -1449,23 +1487,16 @@ static void *check_share_run(void *arg)
 {
     struct check_share *c = arg;
 
-    c->failed_at = SIZE_MAX;
-    c->r = 0;
+    c->out = (struct share_outcome){ .failed_at = SIZE_MAX };
     for (size_t i = c->first; i < c->n; i += 2) {
-        size_t seen;
         int r;
 
         if (i > __atomic_load_n(c->first_bad, __ATOMIC_RELAXED))
             break;
         r = validate_source(c->done_fd, c->done_path, &c->sources[i], c->verify,
-                            i < c->keep_open, &c->errors);
+                            i < c->keep_open, &c->out.errors);
         if (r < 0) {
-            c->r = r;
-            c->failed_at = i;
-            seen = __atomic_load_n(c->first_bad, __ATOMIC_RELAXED);
-            while (i < seen && !__atomic_compare_exchange_n(c->first_bad, &seen, i, false,
-                                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-                ;
+            share_failed(&c->out, c->first_bad, i, r);
             break;
         }
     }
@@ -1482,7 +1513,6 @@ static int check_in_parallel(int done_fd, const char *done_path, struct merge_re
 {
     size_t first_bad = SIZE_MAX;
     struct check_share share[2];
-    struct check_share *bad = NULL;
     pthread_t thread;
 
     for (int k = 0; k < 2; k++)
@@ -1495,17 +1525,7 @@ static int check_in_parallel(int done_fd, const char *done_path, struct merge_re
         return 0;
     check_share_run(&share[0]);
     (void)pthread_join(thread, NULL);
-    for (int k = 0; k < 2; k++)
-        if (share[k].r < 0 && (!bad || share[k].failed_at < bad->failed_at))
-            bad = &share[k];
-    if (bad) {
-        free(res->error);
-        res->error = bad->errors.error;
-        bad->errors.error = NULL;
-    }
-    free(share[0].errors.error);
-    free(share[1].errors.error);
-    return bad ? bad->r : 1;
+    return shares_result(&share[0].out, &share[1].out, res);
 }
 
 /* With as many sources, the copy pass runs on two threads too: once every
@@ -1537,9 +1557,7 @@ struct copy_pass {
 
 struct copy_share {
     struct copy_pass *pass;
-    struct merge_result errors; /* only its error is used */
-    size_t failed_at;           /* SIZE_MAX: none failed */
-    int r;
+    struct share_outcome out;
 };
 
 /* Copies the runs it takes until none is left, one fails, or the other
@@ -1551,8 +1569,7 @@ static void *copy_share_run(void *arg)
     struct copy_share *c = arg;
     struct copy_pass *p = c->pass;
 
-    c->failed_at = SIZE_MAX;
-    c->r = 0;
+    c->out = (struct share_outcome){ .failed_at = SIZE_MAX };
     for (;;) {
         size_t k = __atomic_fetch_add(&p->next_run, 1, __ATOMIC_RELAXED);
         const struct copy_run *run;
@@ -1561,22 +1578,15 @@ static void *copy_share_run(void *arg)
             return NULL;
         run = &p->runs[k];
         for (size_t i = run->first; i < run->end; i++) {
-            size_t seen;
             int r;
 
             if (i > __atomic_load_n(&p->first_bad, __ATOMIC_RELAXED))
                 return NULL;
             r = copy_source(p->done_fd, p->done_path, &p->sources[i], p->out_fd,
                             (int64_t)p->offsets[i], p->tmp_path, p->deleting, &p->fallback,
-                            &c->errors);
+                            &c->out.errors);
             if (r < 0) {
-                c->r = r;
-                c->failed_at = i;
-                seen = __atomic_load_n(&p->first_bad, __ATOMIC_RELAXED);
-                while (i < seen && !__atomic_compare_exchange_n(&p->first_bad, &seen, i, false,
-                                                                __ATOMIC_RELAXED,
-                                                                __ATOMIC_RELAXED))
-                    ;
+                share_failed(&c->out, &p->first_bad, i, r);
                 return NULL;
             }
         }
@@ -1619,7 +1629,6 @@ static int copy_in_parallel(int done_fd, const char *done_path, int out_fd, cons
     _cleanup_free_ struct copy_run *runs = malloc(n * sizeof(*runs));
     struct copy_pass pass;
     struct copy_share share[2];
-    struct copy_share *bad = NULL;
     pthread_t thread;
 
     if (!offsets || !runs)
@@ -1645,17 +1654,7 @@ static int copy_in_parallel(int done_fd, const char *done_path, int out_fd, cons
     copy_share_run(&share[0]);
     (void)pthread_join(thread, NULL);
     *fallback = pass.fallback;
-    for (int k = 0; k < 2; k++)
-        if (share[k].r < 0 && (!bad || share[k].failed_at < bad->failed_at))
-            bad = &share[k];
-    if (bad) {
-        free(res->error);
-        res->error = bad->errors.error;
-        bad->errors.error = NULL;
-    }
-    free(share[0].errors.error);
-    free(share[1].errors.error);
-    return bad ? bad->r : 1;
+    return shares_result(&share[0].out, &share[1].out, res);
 }
 
 /* How many sources the check pass may leave open for the copy pass, which
