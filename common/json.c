@@ -308,6 +308,36 @@ void json_null(struct json_out *o)
     put(o, "null", 4);
 }
 
+void json_member_str(struct json_out *o, const char *name, const char *v)
+{
+    json_key(o, name);
+    json_cstr(o, v);
+}
+
+void json_member_u64(struct json_out *o, const char *name, uint64_t v)
+{
+    json_key(o, name);
+    json_u64(o, v);
+}
+
+void json_member_i64(struct json_out *o, const char *name, int64_t v)
+{
+    json_key(o, name);
+    json_i64(o, v);
+}
+
+void json_member_double(struct json_out *o, const char *name, double v)
+{
+    json_key(o, name);
+    json_double(o, v);
+}
+
+void json_member_bool(struct json_out *o, const char *name, bool v)
+{
+    json_key(o, name);
+    json_bool(o, v);
+}
+
 void json_write_value(struct json_out *o, const struct json_value *v)
 {
     switch (v->type) {

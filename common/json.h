@@ -58,6 +58,13 @@ void json_double(struct json_out *o, double v);
 void json_bool(struct json_out *o, bool v);
 void json_null(struct json_out *o);
 
+/* A whole object member: json_key(o, name), then the value. */
+void json_member_str(struct json_out *o, const char *name, const char *v);
+void json_member_u64(struct json_out *o, const char *name, uint64_t v);
+void json_member_i64(struct json_out *o, const char *name, int64_t v);
+void json_member_double(struct json_out *o, const char *name, double v);
+void json_member_bool(struct json_out *o, const char *name, bool v);
+
 /* ---- parser ---- */
 
 enum json_type {

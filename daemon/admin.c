@@ -154,18 +154,13 @@ static char *error_reply(int code, const char *message)
 
     json_out_init(&o);
     json_obj_begin(&o);
-    json_key(&o, "version");
-    json_u64(&o, ADMIN_PROTOCOL_VERSION);
-    json_key(&o, "ok");
-    json_bool(&o, false);
+    json_member_u64(&o, "version", ADMIN_PROTOCOL_VERSION);
+    json_member_bool(&o, "ok", false);
     json_key(&o, "error");
     json_obj_begin(&o);
-    json_key(&o, "code");
-    json_i64(&o, code);
-    json_key(&o, "name");
-    json_cstr(&o, errno_name(code));
-    json_key(&o, "message");
-    json_cstr(&o, message);
+    json_member_i64(&o, "code", code);
+    json_member_str(&o, "name", errno_name(code));
+    json_member_str(&o, "message", message);
     json_obj_end(&o);
     json_obj_end(&o);
     json_raw(&o, "\n", 1);
@@ -310,12 +305,9 @@ static void reply_begin(struct json_out *o, const char *command)
 {
     json_out_init(o);
     json_obj_begin(o);
-    json_key(o, "version");
-    json_u64(o, ADMIN_PROTOCOL_VERSION);
-    json_key(o, "ok");
-    json_bool(o, true);
-    json_key(o, "command");
-    json_cstr(o, command);
+    json_member_u64(o, "version", ADMIN_PROTOCOL_VERSION);
+    json_member_bool(o, "ok", true);
+    json_member_str(o, "command", command);
 }
 
 static void reply_end(struct client *c, struct json_out *o)
@@ -409,8 +401,7 @@ static void reply_ls(struct client *c, const char *producer)
     struct json_out o;
 
     reply_begin(&o, "ls");
-    json_key(&o, "spool");
-    json_cstr(&o, d->config.spool);
+    json_member_str(&o, "spool", d->config.spool);
     json_key(&o, "shards");
     json_arr_begin(&o);
     for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
@@ -421,34 +412,24 @@ static void reply_ls(struct client *c, const char *producer)
             continue;
         snprintf(file, sizeof(file), "active/%s", s->tmp_name);
         json_obj_begin(&o);
-        json_key(&o, "producer");
-        json_cstr(&o, s->producer);
+        json_member_str(&o, "producer", s->producer);
         json_key(&o, "shard");
         json_shard_id(&o, s->id);
-        json_key(&o, "state");
-        json_cstr(&o, s->seal_requested ? "sealing" : "active");
-        json_key(&o, "file");
-        json_cstr(&o, file);
-        json_key(&o, "size");
-        json_u64(&o, s->size_written);
-        json_key(&o, "records");
-        json_u64(&o, s->records_written);
-        json_key(&o, "records_received");
-        json_u64(&o, s->records_queued);
-        json_key(&o, "records_acknowledged");
-        json_u64(&o, shard_records_acked(s));
+        json_member_str(&o, "state", s->seal_requested ? "sealing" : "active");
+        json_member_str(&o, "file", file);
+        json_member_u64(&o, "size", s->size_written);
+        json_member_u64(&o, "records", s->records_written);
+        json_member_u64(&o, "records_received", s->records_queued);
+        json_member_u64(&o, "records_acknowledged", shard_records_acked(s));
         json_key(&o, "created");
         json_time_or_null(&o, s->created_ns);
         json_key(&o, "first");
         json_time_or_null(&o, s->records_queued ? s->first_record_ns : 0);
         json_key(&o, "last");
         json_time_or_null(&o, s->records_queued ? s->last_record_ns : 0);
-        json_key(&o, "uid");
-        json_u64(&o, s->uid);
-        json_key(&o, "gid");
-        json_u64(&o, s->gid);
-        json_key(&o, "pid");
-        json_u64(&o, s->pid);
+        json_member_u64(&o, "uid", s->uid);
+        json_member_u64(&o, "gid", s->gid);
+        json_member_u64(&o, "pid", s->pid);
         json_obj_end(&o);
     }
     json_arr_end(&o);
@@ -463,12 +444,9 @@ static void reply_rotate(struct client *c)
 
     c->rotating = false;
     reply_begin(&o, "rotate");
-    json_key(&o, "producer");
-    json_cstr(&o, c->rotate_producer);
-    json_key(&o, "retired");
-    json_u64(&o, c->rotate_retired);
-    json_key(&o, "busy");
-    json_u64(&o, c->rotate_busy);
+    json_member_str(&o, "producer", c->rotate_producer);
+    json_member_u64(&o, "retired", c->rotate_retired);
+    json_member_u64(&o, "busy", c->rotate_busy);
     for (int failed = 0; failed < 2; failed++) {
         json_key(&o, failed ? "failed" : "sealed");
         json_arr_begin(&o);
@@ -478,19 +456,14 @@ static void reply_rotate(struct client *c)
             if ((r->err != 0 || r->quarantined) != (failed != 0))
                 continue;
             json_obj_begin(&o);
-            json_key(&o, "producer");
-            json_cstr(&o, r->producer);
+            json_member_str(&o, "producer", r->producer);
             json_key(&o, "shard");
             json_shard_id(&o, r->id);
-            json_key(&o, "file");
-            json_cstr(&o, r->file);
-            json_key(&o, "records");
-            json_u64(&o, r->records);
-            json_key(&o, "bytes");
-            json_u64(&o, r->bytes);
+            json_member_str(&o, "file", r->file);
+            json_member_u64(&o, "records", r->records);
+            json_member_u64(&o, "bytes", r->bytes);
             if (failed) {
-                json_key(&o, "quarantined");
-                json_bool(&o, r->quarantined);
+                json_member_bool(&o, "quarantined", r->quarantined);
                 json_key(&o, "error");
                 json_cstr(&o, r->err ? strerror(-r->err)
                                      : "an fdatasync failed; moved to quarantine/");

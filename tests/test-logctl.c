@@ -259,6 +259,29 @@ static void test_json_writer(void **state)
     free(text);
 }
 
+static void fill_members(struct json_out *o)
+{
+    json_obj_begin(o);
+    json_member_str(o, "s", "a\"b");
+    json_member_str(o, "none", NULL);
+    json_member_u64(o, "u", 42);
+    json_member_i64(o, "i", -7);
+    json_member_double(o, "d", 0.25);
+    json_member_bool(o, "b", true);
+    json_obj_end(o);
+}
+
+/* The member helpers write the key, then the value, with the commas. */
+static void test_json_members(void **state)
+{
+    char *text = write_doc(fill_members);
+    (void)state;
+
+    assert_string_equal(text, "{\"s\":\"a\\\"b\",\"none\":null,\"u\":42,\"i\":-7,"
+                              "\"d\":0.25,\"b\":true}");
+    free(text);
+}
+
 static void fill_unclosed(struct json_out *o)
 {
     json_arr_begin(o);
@@ -372,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_json_writer),
+        cmocka_unit_test(test_json_members),
         cmocka_unit_test(test_json_writer_unbalanced),
         cmocka_unit_test(test_json_parse),
         cmocka_unit_test(test_json_parse_refused),

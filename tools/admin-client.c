@@ -238,13 +238,10 @@ int logctl_admin_request(const char *command, const char *socket_path, const cha
 
     json_out_init(&o);
     json_obj_begin(&o);
-    json_key(&o, "version");
-    json_u64(&o, ADMIN_VERSION);
-    json_key(&o, "command");
-    json_cstr(&o, request);
+    json_member_u64(&o, "version", ADMIN_VERSION);
+    json_member_str(&o, "command", request);
     if (producer) {
-        json_key(&o, "producer");
-        json_cstr(&o, producer);
+        json_member_str(&o, "producer", producer);
     }
     json_obj_end(&o);
     json_raw(&o, "\n", 1);

@@ -111,18 +111,12 @@ static int print_json(const struct shard_item *item)
     snprintf(hex, sizeof(hex), "%016" PRIx64, item->header->shard_id);
     json_out_init(&o);
     json_obj_begin(&o);
-    json_key(&o, "producer");
-    json_cstr(&o, item->header->producer);
-    json_key(&o, "uid");
-    json_u64(&o, item->header->uid);
-    json_key(&o, "gid");
-    json_u64(&o, item->header->gid);
-    json_key(&o, "pid");
-    json_u64(&o, item->header->pid);
-    json_key(&o, "time");
-    json_cstr(&o, when);
-    json_key(&o, "shard");
-    json_cstr(&o, hex);
+    json_member_str(&o, "producer", item->header->producer);
+    json_member_u64(&o, "uid", item->header->uid);
+    json_member_u64(&o, "gid", item->header->gid);
+    json_member_u64(&o, "pid", item->header->pid);
+    json_member_str(&o, "time", when);
+    json_member_str(&o, "shard", hex);
     if (utf8_valid(item->payload, item->len)) {
         json_key(&o, "payload");
         json_str(&o, item->payload, item->len);
@@ -134,8 +128,7 @@ static int print_json(const struct shard_item *item)
             return -ENOMEM;
         }
         base64_encode(item->payload, item->len, b64);
-        json_key(&o, "payload_base64");
-        json_cstr(&o, b64);
+        json_member_str(&o, "payload_base64", b64);
         free(b64);
     }
     json_obj_end(&o);

@@ -155,39 +155,26 @@ static void print_merge_json(const struct merge_result *res, const struct merge_
 
     json_out_init(&o);
     json_obj_begin(&o);
-    json_key(&o, "ok");
-    json_bool(&o, r == 0);
-    json_key(&o, "spool");
-    json_cstr(&o, opts->spool);
-    json_key(&o, "output");
-    json_cstr(&o, res->output_path);
-    json_key(&o, "shards");
-    json_u64(&o, res->shards);
-    json_key(&o, "records");
-    json_u64(&o, res->records);
-    json_key(&o, "bytes");
-    json_u64(&o, res->bytes);
-    json_key(&o, "deleted");
-    json_u64(&o, res->deleted);
-    json_key(&o, "copy_fallback");
-    json_bool(&o, res->used_fallback);
+    json_member_bool(&o, "ok", r == 0);
+    json_member_str(&o, "spool", opts->spool);
+    json_member_str(&o, "output", res->output_path);
+    json_member_u64(&o, "shards", res->shards);
+    json_member_u64(&o, "records", res->records);
+    json_member_u64(&o, "bytes", res->bytes);
+    json_member_u64(&o, "deleted", res->deleted);
+    json_member_bool(&o, "copy_fallback", res->used_fallback);
     json_key(&o, "sources");
     json_arr_begin(&o);
     for (size_t i = 0; res->output_path && i < res->n_sources; i++) {
         json_obj_begin(&o);
-        json_key(&o, "file");
-        json_cstr(&o, res->sources[i].name);
-        json_key(&o, "records");
-        json_u64(&o, res->sources[i].records);
-        json_key(&o, "bytes");
-        json_u64(&o, res->sources[i].bytes);
+        json_member_str(&o, "file", res->sources[i].name);
+        json_member_u64(&o, "records", res->sources[i].records);
+        json_member_u64(&o, "bytes", res->sources[i].bytes);
         json_obj_end(&o);
     }
     json_arr_end(&o);
-    json_key(&o, "recovery");
-    json_cstr(&o, recovery[res->recovery]);
-    json_key(&o, "error");
-    json_cstr(&o, r < 0 ? (res->error ? res->error : strerror(-r)) : NULL);
+    json_member_str(&o, "recovery", recovery[res->recovery]);
+    json_member_str(&o, "error", r < 0 ? (res->error ? res->error : strerror(-r)) : NULL);
     json_obj_end(&o);
     json_raw(&o, "\n", 1);
     if (json_out_finish(&o, &text, &len) == 0) {

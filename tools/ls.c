@@ -245,18 +245,12 @@ static void print_json(const struct list *l)
         snprintf(hex, sizeof(hex), "%016" PRIx64, e->id);
         json_out_init(&o);
         json_obj_begin(&o);
-        json_key(&o, "producer");
-        json_cstr(&o, e->producer);
-        json_key(&o, "state");
-        json_cstr(&o, e->state);
-        json_key(&o, "shard");
-        json_cstr(&o, hex);
-        json_key(&o, "file");
-        json_cstr(&o, e->file);
-        json_key(&o, "size");
-        json_u64(&o, e->size);
-        json_key(&o, "records");
-        json_u64(&o, e->records);
+        json_member_str(&o, "producer", e->producer);
+        json_member_str(&o, "state", e->state);
+        json_member_str(&o, "shard", hex);
+        json_member_str(&o, "file", e->file);
+        json_member_u64(&o, "size", e->size);
+        json_member_u64(&o, "records", e->records);
         json_key(&o, "first");
         if (e->first_ns && rfc3339_format(e->first_ns, 9, t, sizeof(t)) == 0)
             json_cstr(&o, t);
@@ -267,15 +261,11 @@ static void print_json(const struct list *l)
             json_cstr(&o, t);
         else
             json_null(&o);
-        json_key(&o, "uid");
-        json_u64(&o, e->uid);
-        json_key(&o, "gid");
-        json_u64(&o, e->gid);
-        json_key(&o, "pid");
-        json_u64(&o, e->pid);
+        json_member_u64(&o, "uid", e->uid);
+        json_member_u64(&o, "gid", e->gid);
+        json_member_u64(&o, "pid", e->pid);
         if (e->error) {
-            json_key(&o, "error");
-            json_cstr(&o, e->error);
+            json_member_str(&o, "error", e->error);
         }
         json_obj_end(&o);
         json_raw(&o, "\n", 1);

@@ -175,25 +175,17 @@ static void report(const char *path, const struct result *res, bool json, bool q
 
         json_out_init(&o);
         json_obj_begin(&o);
-        json_key(&o, "file");
-        json_cstr(&o, path);
-        json_key(&o, "ok");
-        json_bool(&o, res->verdict == V_OK);
-        json_key(&o, "verdict");
-        json_cstr(&o, verdict_name(res->verdict));
-        json_key(&o, "shards");
-        json_u64(&o, res->shards);
-        json_key(&o, "records");
-        json_u64(&o, res->records);
-        json_key(&o, "bytes");
-        json_u64(&o, res->bytes);
+        json_member_str(&o, "file", path);
+        json_member_bool(&o, "ok", res->verdict == V_OK);
+        json_member_str(&o, "verdict", verdict_name(res->verdict));
+        json_member_u64(&o, "shards", res->shards);
+        json_member_u64(&o, "records", res->records);
+        json_member_u64(&o, "bytes", res->bytes);
         if (res->verdict != V_OK) {
             if (res->verdict != V_UNREADABLE) {
-                json_key(&o, "offset");
-                json_u64(&o, res->offset);
+                json_member_u64(&o, "offset", res->offset);
             }
-            json_key(&o, "error");
-            json_cstr(&o, res->why);
+            json_member_str(&o, "error", res->why);
         }
         json_obj_end(&o);
         json_raw(&o, "\n", 1);
