@@ -21,7 +21,11 @@
 #   BUILD=DIR        meson build dir with logshardd, logshard-bench, logctl
 #                    (default: build-cmp, else build, in the source tree)
 #   REPEAT=R         timed runs per system and workload (default 5; QUICK: 1)
-#   WORKLOADS="..."  a subset of: w1 w8 w64 w8k d1 d8 d64 (default: all)
+#   WORKLOADS="..."  a subset of: w1 w8 w64 w8k d1 d8 d64 (default: all),
+#                    and/or workloads of your own written P:S:N:MODE, e.g.
+#                    16:512:100000:nosync or 32:128:3000:durable (P
+#                    producers, S-byte records with S from 64 to 8192, N per
+#                    producer; MODE as below)
 #   N_W1 N_W8 N_W64 N_W8K N_D1 N_D8 N_D64
 #                    records per producer of each workload (see below)
 #   FLUSH_EVERY=K    logshard's flush cadence in the durable workloads (64)
@@ -75,7 +79,22 @@ def d8  8  128  "${N_D8:-15360}"   durable "8 x 128 B, durable"
 def d64 64 128  "${N_D64:-1920}"   durable "64 x 128 B, durable"
 read -r -a WORKLOAD_LIST <<< "${WORKLOADS:-${ALL_WORKLOADS[*]}}"
 for w in "${WORKLOAD_LIST[@]}"; do
-    [[ -n ${WL_P[$w]:-} ]] || { echo "compare-peers: unknown workload '$w'" >&2; exit 2; }
+    if [[ $w =~ ^([0-9]+):([0-9]+):([0-9]+):(nosync|durable)$ ]] && [[ -z ${WL_P[$w]:-} ]]; then
+        p=$((10#${BASH_REMATCH[1]})) s=$((10#${BASH_REMATCH[2]})) n=$((10#${BASH_REMATCH[3]}))
+        # 64 B holds the syslog header and sequence number every peer
+        # record carries; above 8 KiB rsyslog's default maxMessageSize
+        # would cut the records, and the run would count as incomplete.
+        (( p >= 1 && n >= 1 && s >= 64 && s <= 8192 )) || {
+            echo "compare-peers: workload '$w': P and N must be at least 1, S from 64 to 8192" >&2
+            exit 2
+        }
+        mode=${BASH_REMATCH[4]}
+        def "$w" "$p" "$s" "$n" "$mode" "$p x $s B, $([[ $mode == durable ]] && echo durable || echo no sync)"
+    fi
+    [[ -n ${WL_P[$w]:-} ]] || {
+        echo "compare-peers: unknown workload '$w' (one of ${ALL_WORKLOADS[*]}, or P:S:N:MODE)" >&2
+        exit 2
+    }
     (( WL_N[$w] >= FLUSH_EVERY )) || WL_N[$w]=$FLUSH_EVERY
 done
 
