@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole product path on one machine: install the build dependencies,
-# build, start logshardd on its embedded defaults (spool and socket in
+# build, start logshardd on its embedded defaults (spool and sockets in
 # ./demo), send records from a few producers, merge, and show the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +15,12 @@ demo=$PWD/demo
 rm -rf "$demo"
 mkdir -p "$demo"
 export LOGSHARD_SOCKET=$demo/logshard.sock
+export LOGSHARD_ADMIN_SOCKET=$demo/admin.sock
 
-# No config file: every setting is the embedded default but the two paths.
+# No config file: every setting is the embedded default but the paths,
+# which go to ./demo instead of /run/logshard and /var/lib/logshard.
 build/daemon/logshardd --config /dev/null --spool "$demo/spool" --socket "$LOGSHARD_SOCKET" \
-  2>"$demo/logshardd.log" &
+  --admin-socket "$LOGSHARD_ADMIN_SOCKET" 2>"$demo/logshardd.log" &
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
@@ -38,6 +40,9 @@ done
 for pid in "${senders[@]}"; do
   wait "$pid"
 done
+
+echo "== the daemon's figures (logctl status, over the admin socket)"
+build/tools/logctl status
 
 echo "== stop the daemon (SIGTERM seals every shard)"
 kill -TERM $daemon
