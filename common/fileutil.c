@@ -25,6 +25,58 @@ int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, mode_t *ret_mode)
+{
+    struct stat st;
+    int fd, flags;
+
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra_flags);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0)
+        goto fail;
+    if (!S_ISREG(st.st_mode)) {
+        (void)close(fd); /* never read from: nothing to report */
+        if (ret_mode)
+            *ret_mode = st.st_mode;
+        return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
+    }
+    /* Only the open had to be non-blocking; reads of a regular file ignore
+     * the flag, but callers may hand the descriptor to code that checks it. */
+    flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        goto fail;
+    *ret_fd = fd;
+    return 0;
+
+fail:
+    flags = -errno;
+    (void)close(fd); /* the error above is the one to report */
+    return flags;
+}
+
+const char *file_type_name(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return "regular file";
+    case S_IFDIR:
+        return "directory";
+    case S_IFIFO:
+        return "FIFO";
+    case S_IFSOCK:
+        return "socket";
+    case S_IFCHR:
+        return "character device";
+    case S_IFBLK:
+        return "block device";
+    case S_IFLNK:
+        return "symbolic link";
+    default:
+        return "file of unknown type";
+    }
+}
+
 ssize_t read_full(int fd, void *buf, size_t len)
 {
     unsigned char *p = buf;

@@ -16,6 +16,20 @@ int write_all(int fd, const void *buf, size_t len);
 /* Reads until len bytes or end of file; returns the number read or -errno. */
 ssize_t read_full(int fd, void *buf, size_t len);
 
+/* Opens name (relative to dirfd, or AT_FDCWD) for reading only if it is a
+ * regular file, without ever blocking on it: the open itself is
+ * non-blocking, so a FIFO or a device cannot wedge the caller, and the type
+ * is checked on the open descriptor (no race with a rename). extra_flags is
+ * or-ed into O_RDONLY|O_CLOEXEC|O_NOCTTY (e.g. O_NOFOLLOW). On success
+ * *ret_fd is a blocking descriptor. Returns 0, -EISDIR for a directory,
+ * -EBADFD for any other non-regular file (*ret_mode, when not NULL, then
+ * tells which: file_type_name() names it), or the error of openat(2). */
+int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, mode_t *ret_mode);
+
+/* A short name for the file type in mode: "regular file", "directory",
+ * "FIFO", "socket", "character device", "block device", "symbolic link". */
+const char *file_type_name(mode_t mode);
+
 /* fsync(2) on an open directory, or on the directory at path. */
 int fsync_dir_fd(int dirfd);
 int fsync_dir_path(const char *path);
