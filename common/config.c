@@ -4,6 +4,7 @@
  * silently ignored. */
 #include "config.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -13,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "shard_format.h"
+#include "wire.h"
 
 enum key_kind {
     KEY_PATH,
@@ -59,9 +63,9 @@ static const struct key_spec keys[] = {
     { "sync", "fsync_interval", KEY_DURATION, offsetof(struct config, fsync_interval_ms), 1,
       3600ull * 1000, NULL },
     { "limits", "max_record_bytes", KEY_SIZE, offsetof(struct config, max_record_bytes), 1,
-      256 * MIB, NULL },
+      WIRE_MAX_RECORD_BYTES, NULL },
     { "limits", "max_frame_bytes", KEY_SIZE, offsetof(struct config, max_frame_bytes),
-      4 * KIB, 256 * MIB, NULL },
+      4 * KIB, WIRE_MAX_FRAME_BYTES, NULL },
     { "limits", "session_buffer_bytes", KEY_SIZE,
       offsetof(struct config, session_buffer_bytes), 64 * KIB, 64 * GIB, NULL },
     { "limits", "max_producers", KEY_COUNT, offsetof(struct config, max_producers), 1, 1000000,
@@ -83,6 +87,12 @@ static const struct key_spec keys[] = {
     { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
       365ull * 24 * 3600 * 1000, NULL },
 };
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+_Static_assert(N_KEYS <= CONFIG_MAX_KEYS, "struct config has no room for every key's origin");
+_Static_assert(WIRE_MAX_RECORD_BYTES == SHARD_RECORD_MAX,
+               "a record the protocol lets in must fit a shard");
 
 int config_init(struct config *c)
 {
@@ -122,6 +132,8 @@ void config_free(struct config *c)
     free(c->metrics_file);
     free(c->allowed_uids.ids);
     free(c->allowed_gids.ids);
+    free(c->origin_file);
+    c->origin_file = NULL;
     c->socket_group = NULL;
     c->admin_socket = c->metrics_file = NULL;
     c->allowed_uids = (struct config_id_list){ NULL, 0 };
@@ -150,10 +162,12 @@ int config_copy(struct config *dst, const struct config *src)
     dst->socket_group = src->socket_group ? strdup(src->socket_group) : NULL;
     dst->admin_socket = src->admin_socket ? strdup(src->admin_socket) : NULL;
     dst->metrics_file = src->metrics_file ? strdup(src->metrics_file) : NULL;
+    dst->origin_file = src->origin_file ? strdup(src->origin_file) : NULL;
     dst->allowed_uids = (struct config_id_list){ NULL, 0 };
     dst->allowed_gids = (struct config_id_list){ NULL, 0 };
     if (!dst->spool || !dst->socket_path || (src->socket_group && !dst->socket_group) ||
         (src->admin_socket && !dst->admin_socket) || (src->metrics_file && !dst->metrics_file) ||
+        (src->origin_file && !dst->origin_file) ||
         dup_ids(&dst->allowed_uids, &src->allowed_uids) < 0 ||
         dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0) {
         config_free(dst);
@@ -326,7 +340,7 @@ static const struct key_spec *find_key(const char *section, const char *key,
                                        bool *ret_section_known)
 {
     *ret_section_known = false;
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    for (size_t i = 0; i < N_KEYS; i++) {
         if (strcmp(keys[i].section, section) != 0)
             continue;
         *ret_section_known = true;
@@ -336,21 +350,30 @@ static const struct key_spec *find_key(const char *section, const char *key,
     return NULL;
 }
 
-int config_set(struct config *c, const char *section, const char *key, const char *value,
-               char *why, size_t why_len)
+/* Looks a key up, with the message config_set gives for an unknown one. */
+static const struct key_spec *lookup_key(const char *section, const char *key, char *why,
+                                         size_t why_len)
 {
     bool section_known;
     const struct key_spec *k = find_key(section, key, &section_known);
-    uint64_t v = 0;
-    int r;
 
     if (!k) {
         if (section_known)
             snprintf(why, why_len, "unknown key '%s' in section [%s]", key, section);
         else
             snprintf(why, why_len, "unknown section [%s]", section);
-        return -ENOENT;
     }
+    return k;
+}
+
+/* Parses value for key k and stores it in c; c is untouched on failure. */
+static int set_value(struct config *c, const struct key_spec *k, const char *value, char *why,
+                     size_t why_len)
+{
+    const char *key = k->name;
+    uint64_t v = 0;
+    int r;
+
     switch (k->kind) {
     case KEY_PATH:
     case KEY_STRING: {
@@ -457,11 +480,26 @@ int config_set(struct config *c, const char *section, const char *key, const cha
     return 0;
 }
 
+int config_set(struct config *c, const char *section, const char *key, const char *value,
+               char *why, size_t why_len)
+{
+    const struct key_spec *k = lookup_key(section, key, why, why_len);
+    int r;
+
+    if (!k)
+        return -ENOENT;
+    r = set_value(c, k, value, why, why_len);
+    if (r == 0)
+        c->origin_line[k - keys] = CONFIG_ORIGIN_COMMAND_LINE;
+    return r;
+}
+
 struct load_ctx {
     struct config *c;
     FILE *file;
     int line;       /* lines handed to the parser so far */
     int error_line; /* where ctx.error was found */
+    uint32_t seen_line[CONFIG_MAX_KEYS]; /* where each key was set in this file */
     char why[512];
     int error;
 };
@@ -543,6 +581,7 @@ static char *read_config_line(char *buf, int size, void *stream)
 static int handle_config_entry(void *user, const char *section, const char *name, const char *value)
 {
     struct load_ctx *ctx = user;
+    const struct key_spec *k;
     int r;
 
     if (ctx->error)
@@ -554,11 +593,26 @@ static int handle_config_entry(void *user, const char *section, const char *name
         set_error(ctx, -EINVAL);
         return 0;
     }
-    r = config_set(ctx->c, section, name, value ? value : "", ctx->why, sizeof(ctx->why));
+    k = lookup_key(section, name, ctx->why, sizeof(ctx->why));
+    if (!k) {
+        set_error(ctx, -ENOENT);
+        return 0;
+    }
+    /* Last-wins would let an earlier line be ignored without a word, and
+     * an operator who edits that line would see no effect. */
+    if (ctx->seen_line[k - keys]) {
+        snprintf(ctx->why, sizeof(ctx->why), "key '%s' in [%s] already set on line %u", name,
+                 section, (unsigned)ctx->seen_line[k - keys]);
+        set_error(ctx, -EINVAL);
+        return 0;
+    }
+    r = set_value(ctx->c, k, value ? value : "", ctx->why, sizeof(ctx->why));
     if (r < 0) {
         set_error(ctx, r);
         return 0;
     }
+    ctx->seen_line[k - keys] = (uint32_t)ctx->line;
+    ctx->c->origin_line[k - keys] = (uint32_t)ctx->line;
     return 1;
 }
 
@@ -586,6 +640,17 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
         line = -1; /* e.g. EISDIR: fgets failing looks like the end of the file */
     }
     fclose(ctx.file);
+    if (line == 0 && !ctx.error) {
+        char *file = strdup(path);
+
+        if (!file) {
+            snprintf(err, err_len, "%s: out of memory", path);
+            config_free(&work);
+            return -ENOMEM;
+        }
+        free(work.origin_file);
+        work.origin_file = file;
+    }
     if (line != 0 || ctx.error) {
         if (line < 0)
             snprintf(err, err_len, "%s: cannot read the file: %s", path, strerror(read_errno));
@@ -605,28 +670,74 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
     return 0;
 }
 
+/* One key of a cross-key check: its value and where that came from. */
+struct check_key {
+    const char *name;
+    uint64_t value;
+    uint32_t line; /* 0, a line of origin_file, or CONFIG_ORIGIN_COMMAND_LINE */
+};
+
+static struct check_key check_key(const struct config *c, const char *name)
+{
+    bool section_known;
+    const struct key_spec *k = find_key("limits", name, &section_known);
+
+    assert(k && k->kind == KEY_SIZE);
+    return (struct check_key){ name, *(const uint64_t *)((const char *)c + k->offset),
+                               c->origin_line[k - keys] };
+}
+
+static const char *origin_text(const struct check_key *k, char *buf, size_t len)
+{
+    if (k->line == 0)
+        return "the default";
+    if (k->line == CONFIG_ORIGIN_COMMAND_LINE)
+        return "the command line";
+    snprintf(buf, len, "line %u", (unsigned)k->line);
+    return buf;
+}
+
+/* "PATH:LINE: a (VALUE, ORIGIN) must TEXT b (VALUE, ORIGIN)TAIL": the
+ * location is the later of the two keys' lines in the file, the one where
+ * reading the file made the pair disagree. */
+static void check_failed(const struct config *c, const struct check_key *a, const char *text,
+                         const struct check_key *b, const char *tail, char *err, size_t err_len)
+{
+    uint32_t la = a->line == CONFIG_ORIGIN_COMMAND_LINE ? 0 : a->line;
+    uint32_t lb = b->line == CONFIG_ORIGIN_COMMAND_LINE ? 0 : b->line;
+    uint32_t at = la > lb ? la : lb;
+    char oa[32], ob[32];
+    int n = 0;
+
+    if (at && c->origin_file)
+        n = snprintf(err, err_len, "%s:%u: ", c->origin_file, (unsigned)at);
+    if (n < 0 || (size_t)n >= err_len)
+        return;
+    snprintf(err + n, err_len - (size_t)n, "%s (%llu, %s) %s %s (%llu, %s)%s", a->name,
+             (unsigned long long)a->value, origin_text(a, oa, sizeof(oa)), text, b->name,
+             (unsigned long long)b->value, origin_text(b, ob, sizeof(ob)), tail);
+}
+
 int config_check(const struct config *c, char *err, size_t err_len)
 {
-    if (c->max_frame_bytes < c->max_record_bytes + 8 + 64) {
-        snprintf(err, err_len,
-                 "max_frame_bytes (%llu) must leave room for one record of max_record_bytes "
-                 "(%llu) and its framing",
-                 (unsigned long long)c->max_frame_bytes,
-                 (unsigned long long)c->max_record_bytes);
+    struct check_key record = check_key(c, "max_record_bytes");
+    struct check_key frame = check_key(c, "max_frame_bytes");
+    struct check_key session = check_key(c, "session_buffer_bytes");
+    struct check_key memory = check_key(c, "memory_limit_bytes");
+    char tail[96];
+
+    if (frame.value < record.value + WIRE_APPEND_OVERHEAD) {
+        snprintf(tail, sizeof(tail), " and its framing (%u bytes)", WIRE_APPEND_OVERHEAD);
+        check_failed(c, &frame, "must leave room for one record of", &record, tail, err,
+                     err_len);
         return -EINVAL;
     }
-    if (c->session_buffer_bytes < c->max_frame_bytes) {
-        snprintf(err, err_len,
-                 "session_buffer_bytes (%llu) must be at least max_frame_bytes (%llu)",
-                 (unsigned long long)c->session_buffer_bytes,
-                 (unsigned long long)c->max_frame_bytes);
+    if (session.value < frame.value) {
+        check_failed(c, &session, "must be at least", &frame, "", err, err_len);
         return -EINVAL;
     }
-    if (c->memory_limit_bytes < c->session_buffer_bytes) {
-        snprintf(err, err_len,
-                 "memory_limit_bytes (%llu) must be at least session_buffer_bytes (%llu)",
-                 (unsigned long long)c->memory_limit_bytes,
-                 (unsigned long long)c->session_buffer_bytes);
+    if (memory.value < session.value) {
+        check_failed(c, &memory, "must be at least", &session, "", err, err_len);
         return -EINVAL;
     }
     return 0;

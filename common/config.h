@@ -9,6 +9,14 @@
 #define CONFIG_DEFAULT_SOCKET "/run/logshard/logshard.sock"
 #define CONFIG_DEFAULT_ADMIN_SOCKET "/run/logshard/admin.sock"
 
+/* Room for the origins of every key (config_key_at); config.c asserts that
+ * its table fits. */
+#define CONFIG_MAX_KEYS 32
+
+/* The origin of a key set by config_set outside of a file: the daemon's
+ * command line. */
+#define CONFIG_ORIGIN_COMMAND_LINE UINT32_MAX
+
 /* When a record counts as acknowledged (docs/PROTOCOL.md, DESIGN.md). The
  * values are also the WELCOME frame's fsync-policy byte. */
 enum fsync_policy {
@@ -55,6 +63,14 @@ struct config {
         uint32_t *ids;
         size_t n;
     } allowed_uids, allowed_gids;
+
+    /* Where each value came from, so that a message about several keys
+     * (config_check) can point at the lines to edit. Indexed like
+     * config_key_at: 0 for the embedded default, a line number in
+     * origin_file, or CONFIG_ORIGIN_COMMAND_LINE. origin_file is the file
+     * config_load read last (NULL: none). */
+    char *origin_file;
+    uint32_t origin_line[CONFIG_MAX_KEYS];
 };
 
 /* Whether id is in the list. */
@@ -74,19 +90,25 @@ void config_free(struct config *c);
  * and needs no freeing). */
 int config_copy(struct config *dst, const struct config *src);
 
-/* Sets section.key from its text value, as the file and the command line do.
+/* Sets section.key from its text value, as the file and the command line do
+ * (the key's origin becomes CONFIG_ORIGIN_COMMAND_LINE).
  * Returns 0, -ENOENT for an unknown section or key, -EINVAL or -ERANGE for a
  * bad value, with a message in why[why_len]. c is untouched on failure. */
 int config_set(struct config *c, const char *section, const char *key, const char *value,
                char *why, size_t why_len);
 
-/* Reads the INI file at path into c. Returns 0, or a negative errno with
- * "PATH:LINE: what is wrong" (or "PATH: why" when it cannot be read) in
- * err[err_len]. On failure c holds what it held before. */
+/* Reads the INI file at path into c. A key given twice in the file is an
+ * error, like any other bad line: nothing in the file is ignored. Returns 0,
+ * or a negative errno with "PATH:LINE: what is wrong" (or "PATH: why" when
+ * it cannot be read) in err[err_len]. On failure c holds what it held
+ * before. */
 int config_load(struct config *c, const char *path, char *err, size_t err_len);
 
 /* Checks that the settings make sense together (e.g. a frame can carry a
- * record of max_record_bytes). Returns 0 or -EINVAL with a message. */
+ * record of max_record_bytes and its framing, WIRE_APPEND_OVERHEAD). Returns 0 or -EINVAL with a message that
+ * names each key involved with its value and origin ("line 7", "the
+ * default", "the command line"), starting with "PATH:LINE: " for the last
+ * of their lines in the file when one of them comes from the file. */
 int config_check(const struct config *c, char *err, size_t err_len);
 
 /* Walks the known keys: call with index 0, 1, ... until it returns -ENOENT.

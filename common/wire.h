@@ -13,8 +13,12 @@
  * three reserved bytes that must be zero. */
 #define WIRE_HEADER_SIZE 8u
 
-/* Hard ceiling of the format itself; the configured limits sit below it. */
-#define WIRE_MAX_FRAME_BYTES (256u * 1024u * 1024u)
+/* Hard ceilings of the protocol; the configured limits sit below them. The
+ * largest record is what a shard can hold (SHARD_RECORD_MAX); the largest
+ * frame payload carries one such record in an APPEND frame, so a daemon
+ * configured for 256 MiB records can take them. */
+#define WIRE_MAX_RECORD_BYTES (256u * 1024u * 1024u)
+#define WIRE_MAX_FRAME_BYTES (WIRE_MAX_RECORD_BYTES + WIRE_APPEND_OVERHEAD)
 
 #define WIRE_PRODUCER_NAME_MAX 64u
 
@@ -37,6 +41,11 @@ enum wire_type {
 #define WIRE_RECORD_PREFIX 4u
 #define WIRE_ACK_SIZE 8u
 #define WIRE_ERROR_FIXED 4u
+
+/* What an APPEND payload adds to one record: the record count and the
+ * record's length prefix. A frame limit must exceed a record limit by at
+ * least this for a record of the largest size to fit. */
+#define WIRE_APPEND_OVERHEAD (WIRE_APPEND_FIXED + WIRE_RECORD_PREFIX)
 
 struct wire_header {
     uint32_t length; /* payload bytes after the header */

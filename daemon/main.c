@@ -137,11 +137,10 @@ static int load_settings(struct config *cfg, const struct daemon_args *a, char *
             goto fail;
         }
     }
-    r = config_check(cfg, why, sizeof(why));
-    if (r < 0) {
-        snprintf(err, err_len, "%s: %s", use_file ? path : "settings", why);
+    /* The message names the file and lines of the keys involved itself. */
+    r = config_check(cfg, err, err_len);
+    if (r < 0)
         goto fail;
-    }
     return 0;
 
 fail:

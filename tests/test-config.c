@@ -206,17 +206,12 @@ static void expect_set_fails(struct config *c, const char *section, const char *
     struct config before;
     char why[256] = "";
 
-    before = *c;
-    before.spool = strdup(c->spool);
-    before.socket_path = strdup(c->socket_path);
-    before.admin_socket = strdup(c->admin_socket);
-    before.metrics_file = c->metrics_file ? strdup(c->metrics_file) : NULL;
-    assert_non_null(before.spool);
-    assert_non_null(before.socket_path);
+    assert_int_equal(config_copy(&before, c), 0);
     if (config_set(c, section, key, value, why, sizeof(why)) != want_rc)
         fail_msg("[%s] %s = '%s': not %d", section, key, value, want_rc);
     assert_string_equal(why, want_why);
     assert_config_equal(c, &before);
+    assert_memory_equal(c->origin_line, before.origin_line, sizeof(before.origin_line));
     config_free(&before);
 }
 
@@ -254,7 +249,7 @@ static void test_set_refused(void **state)
     expect_set_fails(c, "limits", "max_record_bytes", "257M", -ERANGE,
                      "max_record_bytes: 257M is out of range (1 to 268435456 bytes)");
     expect_set_fails(c, "limits", "max_frame_bytes", "4095", -ERANGE,
-                     "max_frame_bytes: 4095 is out of range (4096 to 268435456 bytes)");
+                     "max_frame_bytes: 4095 is out of range (4096 to 268435464 bytes)");
     expect_set_fails(c, "limits", "session_buffer_bytes", "63K", -ERANGE,
                      "session_buffer_bytes: 63K is out of range (65536 to 68719476736 bytes)");
     expect_set_fails(c, "shard", "max_shard_bytes", "1025G", -ERANGE,
@@ -325,9 +320,10 @@ static void test_load_good(void **state)
                   "max_shard_bytes = 2G\n"
                   "max_shard_age = 30m\n"
                   "[daemon]\n"
-                  "spool = /srv/logshard2\n");
+                  "admin_socket = /srv/admin.sock\n");
     assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
-    assert_string_equal(f->c.spool, "/srv/logshard2");
+    assert_string_equal(f->c.spool, "/srv/logshard");
+    assert_string_equal(f->c.admin_socket, "/srv/admin.sock");
     assert_string_equal(f->c.socket_path, "/tmp/ls.sock");
     assert_int_equal(f->c.socket_mode, 0600);
     assert_true(f->c.max_record_bytes == 64 * KIB);
@@ -357,19 +353,14 @@ static void expect_load_fails(struct fixture *f, const char *text, int want_rc,
     char want[1024];
     int rc;
 
-    before = f->c;
-    before.spool = strdup(f->c.spool);
-    before.socket_path = strdup(f->c.socket_path);
-    before.admin_socket = strdup(f->c.admin_socket);
-    before.metrics_file = f->c.metrics_file ? strdup(f->c.metrics_file) : NULL;
-    assert_non_null(before.spool);
-    assert_non_null(before.socket_path);
+    assert_int_equal(config_copy(&before, &f->c), 0);
     write_conf(f, text);
     rc = config_load(&f->c, f->path, err, sizeof(err));
     snprintf(want, sizeof(want), "%s:%s", f->path, want_tail);
     if (rc != want_rc || strcmp(err, want) != 0)
         fail_msg("got %d \"%s\"\nwant %d \"%s\"", rc, err, want_rc, want);
     assert_config_equal(&f->c, &before);
+    assert_memory_equal(f->c.origin_line, before.origin_line, sizeof(before.origin_line));
     config_free(&before);
 }
 
@@ -559,36 +550,134 @@ static void test_load_long_comment(void **state)
     assert_defaults(&f->c);
 }
 
+static void set_or_fail(struct config *c, const char *section, const char *key,
+                        const char *value)
+{
+    char why[256] = "";
+
+    if (config_set(c, section, key, value, why, sizeof(why)) != 0)
+        fail_msg("[%s] %s = %s: %s", section, key, value, why);
+}
+
 static void test_check(void **state)
 {
     struct fixture *f = *state;
     struct config *c = &f->c;
     char err[512] = "";
 
-    c->max_record_bytes = 1 * MIB;
-    c->max_frame_bytes = 1 * MIB + 72;
+    /* A frame must carry one largest record: its count and length prefix
+     * come on top, 8 bytes. */
+    set_or_fail(c, "limits", "max_record_bytes", "1M");
+    set_or_fail(c, "limits", "max_frame_bytes", "1048584");
     assert_int_equal(config_check(c, err, sizeof(err)), 0);
-    c->max_frame_bytes = 1 * MIB + 71;
+    set_or_fail(c, "limits", "max_frame_bytes", "1048583");
     assert_int_equal(config_check(c, err, sizeof(err)), -EINVAL);
-    assert_string_equal(err, "max_frame_bytes (1048647) must leave room for one record of "
-                             "max_record_bytes (1048576) and its framing");
-    c->max_frame_bytes = 1 * MIB;
+    assert_string_equal(err, "max_frame_bytes (1048583, the command line) must leave room for "
+                             "one record of max_record_bytes (1048576, the command line) and "
+                             "its framing (8 bytes)");
+    set_or_fail(c, "limits", "max_frame_bytes", "1M");
     assert_int_equal(config_check(c, err, sizeof(err)), -EINVAL);
 
-    /* Both limits at their largest can never hold together. */
-    c->max_record_bytes = 256 * MIB;
-    c->max_frame_bytes = 256 * MIB;
+    /* The largest record the documentation allows can be set, with a frame
+     * limit 8 bytes above it and buffers to hold such a frame. */
+    set_or_fail(c, "limits", "max_record_bytes", "256M");
+    set_or_fail(c, "limits", "max_frame_bytes", "268435464");
+    set_or_fail(c, "limits", "session_buffer_bytes", "268435464");
+    set_or_fail(c, "limits", "memory_limit_bytes", "1G");
+    assert_int_equal(config_check(c, err, sizeof(err)), 0);
+    set_or_fail(c, "limits", "max_frame_bytes", "256M");
     assert_int_equal(config_check(c, err, sizeof(err)), -EINVAL);
 
-    /* The session buffer must hold one whole frame. */
-    c->max_record_bytes = 1 * MIB;
-    c->max_frame_bytes = 4 * MIB;
-    c->session_buffer_bytes = 4 * MIB - 1;
+    /* The session buffer must hold one whole frame; an untouched key says
+     * it is the default. */
+    config_free(c);
+    assert_int_equal(config_init(c), 0);
+    set_or_fail(c, "limits", "session_buffer_bytes", "4194303");
     assert_int_equal(config_check(c, err, sizeof(err)), -EINVAL);
-    assert_string_equal(err, "session_buffer_bytes (4194303) must be at least max_frame_bytes "
-                             "(4194304)");
-    c->session_buffer_bytes = 4 * MIB;
+    assert_string_equal(err, "session_buffer_bytes (4194303, the command line) must be at least "
+                             "max_frame_bytes (4194304, the default)");
+    set_or_fail(c, "limits", "session_buffer_bytes", "4M");
     assert_int_equal(config_check(c, err, sizeof(err)), 0);
+}
+
+/* With keys from the file, the message starts with the file and the later
+ * of their lines, and names each key's line or other origin. */
+static void test_check_names_lines(void **state)
+{
+    struct fixture *f = *state;
+    char err[1024] = "";
+    char want[1024];
+
+    write_conf(f, "[limits]\n"
+                  "max_record_bytes = 256M\n"
+                  "# the frame limit\n"
+                  "max_frame_bytes = 256M\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    assert_int_equal(config_check(&f->c, err, sizeof(err)), -EINVAL);
+    snprintf(want, sizeof(want),
+             "%s:4: max_frame_bytes (268435456, line 4) must leave room for one record of "
+             "max_record_bytes (268435456, line 2) and its framing (8 bytes)",
+             f->path);
+    assert_string_equal(err, want);
+
+    /* One key from the file, one default. */
+    config_free(&f->c);
+    assert_int_equal(config_init(&f->c), 0);
+    write_conf(f, "[limits]\nmax_record_bytes = 4M\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    assert_int_equal(config_check(&f->c, err, sizeof(err)), -EINVAL);
+    snprintf(want, sizeof(want),
+             "%s:2: max_frame_bytes (4194304, the default) must leave room for one record of "
+             "max_record_bytes (4194304, line 2) and its framing (8 bytes)",
+             f->path);
+    assert_string_equal(err, want);
+
+    /* One key from the file, one from the command line. */
+    config_free(&f->c);
+    assert_int_equal(config_init(&f->c), 0);
+    write_conf(f, "[daemon]\nspool = /x\n[limits]\nmemory_limit_bytes = 5M\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    set_or_fail(&f->c, "limits", "session_buffer_bytes", "6M");
+    assert_int_equal(config_check(&f->c, err, sizeof(err)), -EINVAL);
+    snprintf(want, sizeof(want),
+             "%s:4: memory_limit_bytes (5242880, line 4) must be at least session_buffer_bytes "
+             "(6291456, the command line)",
+             f->path);
+    assert_string_equal(err, want);
+}
+
+/* A key given twice is an error on its second line, wherever the first
+ * was, even with the same value: last-wins would ignore a line silently. */
+static void test_load_duplicate_key(void **state)
+{
+    struct fixture *f = *state;
+    char err[512] = "";
+
+    expect_load_fails(f,
+                      "[daemon]\n"               /* 1 */
+                      "spool = /a\n"             /* 2 */
+                      "\n"                       /* 3 */
+                      "[limits]\n"               /* 4 */
+                      "max_record_bytes = 2M\n"  /* 5 */
+                      "[daemon]\n"               /* 6 */
+                      "spool = /b\n",            /* 7 */
+                      -EINVAL, "7: key 'spool' in [daemon] already set on line 2");
+    expect_load_fails(f, "[limits]\nmax_frame_bytes = 4M\nmax_frame_bytes = 4M\n", -EINVAL,
+                      "3: key 'max_frame_bytes' in [limits] already set on line 2");
+    /* The repeat is the error even when its value is bad too. */
+    expect_load_fails(f, "[sync]\nfsync = none\nfsync = sometimes\n", -EINVAL,
+                      "3: key 'fsync' in [sync] already set on line 2");
+    /* The same name in two sections is two keys; a repeated section header
+     * is fine. */
+    write_conf(f, "[daemon]\nspool = /a\n[sync]\nfsync = none\n[daemon]\nsocket = /s\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    assert_string_equal(f->c.spool, "/a");
+    assert_string_equal(f->c.socket_path, "/s");
+    /* Loading the file again (a reload) and the command line after the file
+     * are not repeats. */
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    set_or_fail(&f->c, "daemon", "spool", "/from-the-command-line");
+    assert_string_equal(f->c.spool, "/from-the-command-line");
 }
 
 static void test_parse_size(void **state)
@@ -976,6 +1065,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_long_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_long_comment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_names_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_duplicate_key, setup, teardown),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_uint),

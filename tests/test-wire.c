@@ -534,6 +534,35 @@ static void test_append_validate(void **state)
     }
 }
 
+/* The largest record the protocol allows fits the largest frame exactly:
+ * a daemon configured for 256 MiB records can announce a frame limit that
+ * carries one. The buffer is allocated whole but only its first bytes are
+ * touched. */
+static void test_largest_record_fits(void **state)
+{
+    unsigned char hdr[WIRE_HEADER_SIZE];
+    struct wire_header h;
+    unsigned char *p = malloc(WIRE_MAX_FRAME_BYTES);
+    uint32_t count = 0, index = 0;
+    const char *why = NULL;
+    (void)state;
+
+    assert_non_null(p);
+    wire_encode_header(hdr, WIRE_APPEND, WIRE_MAX_FRAME_BYTES);
+    assert_int_equal(wire_decode_header(hdr, WIRE_MAX_FRAME_BYTES, &h), 0);
+    assert_int_equal(h.length, WIRE_MAX_RECORD_BYTES + WIRE_APPEND_OVERHEAD);
+    wire_put_u32(p, 1);
+    wire_put_u32(p + WIRE_APPEND_FIXED, WIRE_MAX_RECORD_BYTES);
+    assert_int_equal(wire_append_validate(p, WIRE_MAX_FRAME_BYTES, WIRE_MAX_RECORD_BYTES, &count,
+                                          &index, &why),
+                     0);
+    assert_int_equal(count, 1);
+    assert_int_equal(wire_append_validate(p, WIRE_MAX_FRAME_BYTES - 1, WIRE_MAX_RECORD_BYTES,
+                                          &count, &index, &why),
+                     -EPROTO);
+    free(p);
+}
+
 static void test_append_iterator(void **state)
 {
     enum { N = 200 };
@@ -610,7 +639,9 @@ static void test_type_names(void **state)
     assert_int_equal(WIRE_ERROR, 5);
     assert_int_equal(WIRE_HEADER_SIZE, 8);
     assert_int_equal(WIRE_PROTOCOL_VERSION, 1);
-    assert_int_equal(WIRE_MAX_FRAME_BYTES, 268435456);
+    assert_int_equal(WIRE_MAX_RECORD_BYTES, 268435456);
+    assert_int_equal(WIRE_APPEND_OVERHEAD, 8);
+    assert_int_equal(WIRE_MAX_FRAME_BYTES, 268435456 + 8);
 }
 
 int main(void)
@@ -628,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_error_round_trip),
         cmocka_unit_test(test_append_validate),
         cmocka_unit_test(test_append_iterator),
+        cmocka_unit_test(test_largest_record_fits),
         cmocka_unit_test(test_type_names),
     };
 
