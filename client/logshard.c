@@ -363,8 +363,8 @@ static int io_run(logshard *ls, uint64_t deadline, enum goal goal, uint64_t targ
 }
 
 /* The program's name made into a valid producer name: cut to the limit,
- * every byte outside the allowed set (and a leading '.') turned into '_'.
- * name must hold WIRE_PRODUCER_NAME_MAX + 1 bytes. Returns the length. */
+ * every byte outside the allowed set (and a leading '.' or '-') turned into
+ * '_'. name must hold WIRE_PRODUCER_NAME_MAX + 1 bytes. Returns the length. */
 static size_t default_producer(char *name)
 {
     const char *prog = program_invocation_short_name;
@@ -374,14 +374,14 @@ static size_t default_producer(char *name)
         memcpy(name, FALLBACK_PRODUCER, sizeof(FALLBACK_PRODUCER));
         return sizeof(FALLBACK_PRODUCER) - 1;
     }
+    /* Ask the codec, so there is one copy of the rule: each byte as it
+     * would be after another, then the first byte as a first byte. */
     for (size_t i = 0; i < len; i++) {
-        char c = prog[i];
+        char pair[2] = { 'a', prog[i] };
 
-        /* Ask the codec, so there is one copy of the rule; it refuses a
-         * lone '.' only for being first, which is handled below. */
-        name[i] = (c == '.' || wire_check_producer_name(&c, 1) == 0) ? c : '_';
+        name[i] = wire_check_hello_name(pair, 2) == 0 ? prog[i] : '_';
     }
-    if (name[0] == '.')
+    if (wire_check_hello_name(name, 1) < 0)
         name[0] = '_';
     name[len] = '\0';
     return len;
@@ -481,7 +481,7 @@ LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
         /* strnlen: a name longer than the limit is refused without reading
          * all of it. */
         name_len = strnlen(opts->producer, WIRE_PRODUCER_NAME_MAX + 1);
-        if (wire_check_producer_name(opts->producer, name_len) < 0)
+        if (wire_check_hello_name(opts->producer, name_len) < 0)
             return -EINVAL;
         memcpy(name, opts->producer, name_len);
         name[name_len] = '\0';

@@ -7,7 +7,7 @@
 #include <string.h>
 
 const char wire_producer_name_rule[] =
-    "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.'";
+    "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.' or '-'";
 
 void wire_encode_header(unsigned char *out, enum wire_type type, uint32_t length)
 {
@@ -49,9 +49,16 @@ int wire_check_producer_name(const char *name, size_t len)
     return 0;
 }
 
+int wire_check_hello_name(const char *name, size_t len)
+{
+    if (len >= 1 && name[0] == '-')
+        return -EINVAL;
+    return wire_check_producer_name(name, len);
+}
+
 int wire_encode_hello(unsigned char *out, const char *name, size_t name_len)
 {
-    if (wire_check_producer_name(name, name_len) < 0)
+    if (wire_check_hello_name(name, name_len) < 0)
         return -EINVAL;
     wire_encode_header(out, WIRE_HELLO, (uint32_t)(WIRE_HELLO_FIXED + name_len));
     wire_put_u16(out + WIRE_HEADER_SIZE, WIRE_PROTOCOL_VERSION);
@@ -74,7 +81,7 @@ int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hell
         return -EPROTONOSUPPORT;
     if (h.flags != 0)
         return -EPROTO;
-    if (wire_check_producer_name(h.name, h.name_len) < 0)
+    if (wire_check_hello_name(h.name, h.name_len) < 0)
         return -EINVAL;
     *ret = h;
     return 0;

@@ -106,21 +106,29 @@ void wire_encode_header(unsigned char *out, enum wire_type type, uint32_t length
 int wire_decode_header(const unsigned char *in, uint32_t max_frame_bytes,
                        struct wire_header *ret_header);
 
-/* Checks a producer name against the rule: 1 to 64 bytes of [A-Za-z0-9._-],
- * not starting with '.'. Returns 0 or -EINVAL. */
+/* Checks a name a producer introduces itself with (HELLO) against the
+ * rule: 1 to 64 bytes of [A-Za-z0-9._-], not starting with '.' or '-' (a
+ * name becomes part of a file name; one starting with '-' would read as an
+ * option to the commands an operator runs on it). Returns 0 or -EINVAL. */
+int wire_check_hello_name(const char *name, size_t len);
+
+/* Checks a producer name found in a shard header or a shard's file name,
+ * or given to look shards up: the HELLO rule without "not starting with
+ * '-'", which earlier versions did not have: shards they wrote for such a
+ * producer stay readable. Returns 0 or -EINVAL. */
 int wire_check_producer_name(const char *name, size_t len);
 
-/* The rule in words, for error messages. */
+/* The HELLO rule in words, for error messages. */
 extern const char wire_producer_name_rule[];
 
 /* Encodes a whole HELLO frame (header included) into out, which must hold
  * WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + name_len bytes. Returns the frame
- * size, or -EINVAL when the name breaks the rule. */
+ * size, or -EINVAL when the name breaks the HELLO rule. */
 int wire_encode_hello(unsigned char *out, const char *name, size_t name_len);
 
 /* Decodes a HELLO payload. Returns 0, or -EPROTO when it is too short or its
  * flags are not zero, -EPROTONOSUPPORT for another protocol version, -EINVAL
- * when the name breaks the rule. ret is written only on success. */
+ * when the name breaks the HELLO rule. ret is written only on success. */
 int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hello *ret);
 
 /* Encodes a whole WELCOME frame into out[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE];

@@ -42,8 +42,8 @@ typedef struct logshard_opts {
                                  empty), else LOGSHARD_DEFAULT_SOCKET */
     const char *producer;     /* shard name; NULL: the program's name, cut to 64
                                  bytes, with characters outside [A-Za-z0-9._-]
-                                 and a leading '.' replaced by '_' ("logshard"
-                                 when the program has no name) */
+                                 and a leading '.' or '-' replaced by '_'
+                                 ("logshard" when the program has no name) */
     size_t buffer_bytes;      /* client batch buffer; 0: library default (256 KiB).
                                  Raised to hold one record of the daemon's
                                  max_record_bytes, lowered to its max_frame_bytes. */
@@ -61,8 +61,8 @@ typedef struct logshard_opts {
  * caller releases with logshard_close(); on failure *out is untouched.
  * Returns 0, or:
  *   -EINVAL    the producer name breaks the rule (1 to 64 bytes of
- *              [A-Za-z0-9._-], not starting with '.'), or flags has a bit
- *              other than LOGSHARD_NONBLOCK;
+ *              [A-Za-z0-9._-], not starting with '.' or '-'), or flags has a
+ *              bit other than LOGSHARD_NONBLOCK;
  *   -ENAMETOOLONG  the socket path does not fit a Unix socket address;
  *   -ENOENT, -ECONNREFUSED, -EACCES  no daemon listening at the path, or no
  *              permission to use it (the errors of connect(2));

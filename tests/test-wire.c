@@ -123,46 +123,66 @@ static void test_header_length_limit(void **state)
     assert_int_equal(wire_decode_header(b, 0, &h), -EMSGSIZE);
 }
 
+/* Both rules on every case: the HELLO rule (wire_check_hello_name) and the
+ * rule for names already on disk (wire_check_producer_name), which differ
+ * only in a leading '-'. */
+static void check_both_rules(const char *name, size_t len, bool hello_ok, bool stored_ok)
+{
+    if ((wire_check_hello_name(name, len) == 0) != hello_ok)
+        fail_msg("'%.*s' (%zu bytes): HELLO rule says %s", (int)len, name, len,
+                 hello_ok ? "no" : "yes");
+    if ((wire_check_producer_name(name, len) == 0) != stored_ok)
+        fail_msg("'%.*s' (%zu bytes): on-disk rule says %s", (int)len, name, len,
+                 stored_ok ? "no" : "yes");
+}
+
 static void test_name_rule(void **state)
 {
-    static const char *const good[] = { "a", "web-1.prod_x", "A", "0", "_", "-", "a.",
-                                        "a..b", "ABCxyz-_.09" };
+    static const char *const good[] = { "a", "web-1.prod_x", "A", "0", "_", "a-", "a.",
+                                        "a..b", "ABCxyz-_.09", "a-rf" };
     static const char *const bad[] = { "", ".x", ".", "..", "a/b", "a b", "\xc3\xa4",
                                        "a\xc3\xa4", "a\\b", "a:b", "a\n", "*", "a@b" };
+    /* Names a HELLO may no longer carry, which older daemons took: their
+     * shards must stay readable. */
+    static const char *const leading_dash[] = { "-", "-rf", "--help", "-.x", "-a-b" };
     char name[80];
     (void)state;
 
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-        if (wire_check_producer_name(good[i], strlen(good[i])) != 0)
-            fail_msg("'%s' refused", good[i]);
+        check_both_rules(good[i], strlen(good[i]), true, true);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        if (wire_check_producer_name(bad[i], strlen(bad[i])) != -EINVAL)
-            fail_msg("'%s' accepted", bad[i]);
+        check_both_rules(bad[i], strlen(bad[i]), false, false);
+    for (size_t i = 0; i < sizeof(leading_dash) / sizeof(leading_dash[0]); i++)
+        check_both_rules(leading_dash[i], strlen(leading_dash[i]), false, true);
 
     memset(name, 'x', sizeof(name));
-    assert_int_equal(wire_check_producer_name(name, 64), 0);
-    assert_int_equal(wire_check_producer_name(name, 65), -EINVAL);
-    assert_int_equal(wire_check_producer_name(name, 80), -EINVAL);
+    check_both_rules(name, 64, true, true);
+    check_both_rules(name, 65, false, false);
+    check_both_rules(name, 80, false, false);
+    name[0] = '-';
+    check_both_rules(name, 64, false, true);
+    check_both_rules(name, 65, false, false);
 
     /* The length is what counts, not a terminator: a NUL inside is refused. */
-    assert_int_equal(wire_check_producer_name("a\0b", 3), -EINVAL);
-    assert_int_equal(wire_check_producer_name("a\0", 2), -EINVAL);
-    assert_int_equal(wire_check_producer_name("ab", 1), 0);
+    check_both_rules("a\0b", 3, false, false);
+    check_both_rules("a\0", 2, false, false);
+    check_both_rules("ab", 1, true, true);
+    check_both_rules("-b", 1, false, true);
+    check_both_rules("b-", 1, true, true);
 
-    /* Every byte value: only [A-Za-z0-9._-] may follow the first byte. */
+    /* Every byte value: only [A-Za-z0-9._-] may follow the first byte, and
+     * the first may be neither '.' nor, in a HELLO, '-'. */
     for (unsigned c = 0; c < 256; c++) {
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                   (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
         char two[2] = { 'a', (char)c };
         char one[1] = { (char)c };
 
-        if ((wire_check_producer_name(two, 2) == 0) != ok)
-            fail_msg("byte 0x%02x after 'a': wrong verdict", c);
-        if ((wire_check_producer_name(one, 1) == 0) != (ok && c != '.'))
-            fail_msg("byte 0x%02x alone: wrong verdict", c);
+        check_both_rules(two, 2, ok, ok);
+        check_both_rules(one, 1, ok && c != '.' && c != '-', ok && c != '.');
     }
     assert_string_equal(wire_producer_name_rule,
-                        "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.'");
+                        "1 to 64 bytes of [A-Za-z0-9._-], not starting with '.' or '-'");
 }
 
 static void test_hello_round_trip(void **state)
@@ -197,6 +217,7 @@ static void test_hello_round_trip(void **state)
     assert_int_equal(wire_encode_hello(b, "", 0), -EINVAL);
     assert_int_equal(wire_encode_hello(b, "a b", 3), -EINVAL);
     assert_int_equal(wire_encode_hello(b, name64, 65), -EINVAL);
+    assert_int_equal(wire_encode_hello(b, "-rf", 3), -EINVAL);
     memset(b, 0xAA, sizeof(b));
     assert_int_equal(wire_encode_hello(b, "a/b", 3), -EINVAL);
     for (size_t i = 0; i < sizeof(b); i++)
@@ -237,6 +258,9 @@ static void test_hello_refused(void **state)
     wire_put_u16(p + 2, 0);
     memcpy(p + 4, "prod/cer", 8);
     hello = sentinel;
+    assert_int_equal(wire_decode_hello(p, sizeof(p), &hello), -EINVAL);
+    assert_memory_equal(&hello, &sentinel, sizeof(hello));
+    memcpy(p + 4, "-rf-prod", 8); /* would become done/-rf-prod.*.shard */
     assert_int_equal(wire_decode_hello(p, sizeof(p), &hello), -EINVAL);
     assert_memory_equal(&hello, &sentinel, sizeof(hello));
     memcpy(p + 4, ".produce", 8);

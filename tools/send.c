@@ -173,7 +173,7 @@ int logctl_send(int argc, char **argv)
         return logctl_usage_error("send", "unexpected argument '%s'", argv[optind]);
     if (!opts.producer)
         return logctl_usage_error("send", "--producer NAME is required");
-    if (wire_check_producer_name(opts.producer, strlen(opts.producer)) < 0)
+    if (wire_check_hello_name(opts.producer, strlen(opts.producer)) < 0)
         return logctl_usage_error("send", "bad producer name '%s': it must be %s", opts.producer,
                                   wire_producer_name_rule);
     if (opts.socket_path && !*opts.socket_path)
