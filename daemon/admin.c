@@ -109,8 +109,6 @@ struct admin {
     size_t n_clients;
     struct client *collecting; /* the rotate request being set up */
     bool stopping;
-    uint64_t refused_logged_ns;
-    uint64_t refused_unlogged;
     uint64_t emfile_logged_ns;
     void (*stop_cb)(void *);
     void *stop_data;
@@ -745,22 +743,17 @@ static void accept_one(struct admin *a, int fd)
         return;
     }
     if (cred.uid != 0 && cred.uid != a->self_uid) {
-        uint64_t now = now_monotonic_ns();
+        static struct log_ratelimit budget = LOG_RATELIMIT_INIT_BUDGET(
+            "admin socket refusals", 1, REFUSED_LOG_PERIOD_NS / 1000000u);
 
         a->d->stats.refused_admin++;
         snprintf(msg, sizeof(msg),
                  "uid %u may not use the admin socket: only root and the daemon's uid %u may",
                  (unsigned)cred.uid, (unsigned)a->self_uid);
-        if (!a->refused_logged_ns || now - a->refused_logged_ns >= REFUSED_LOG_PERIOD_NS) {
-            log_warning("admin socket %s: refused pid %d, uid %u (only root and uid %u may use "
-                        "it)%s",
-                        a->path, (int)cred.pid, (unsigned)cred.uid, (unsigned)a->self_uid,
-                        a->refused_unlogged ? "; more refusals were not logged" : "");
-            a->refused_logged_ns = now;
-            a->refused_unlogged = 0;
-        } else {
-            a->refused_unlogged++;
-        }
+        log_msg_ratelimited(&budget, a->d->loop, LOG_LEVEL_WARNING,
+                            "admin socket %s: refused pid %d, uid %u (only root and uid %u may "
+                            "use it)",
+                            a->path, (int)cred.pid, (unsigned)cred.uid, (unsigned)a->self_uid);
         refuse(fd, EACCES, msg);
         return;
     }

@@ -36,7 +36,6 @@ struct listener {
     uv_timer_t pause;
     bool activated;
     bool paused;
-    uint64_t emfile_logged_ns;
     char *bound_path; /* the file we created, to remove at stop */
     char *shown_path; /* the socket's path as the kernel reports it, if any */
     unsigned handles_open;
@@ -56,18 +55,18 @@ static void on_pause_over(uv_timer_t *t)
 }
 
 /* Out of descriptors: the connections wait in the backlog while the daemon
- * serves the ones it has; it tries again shortly. Logged at most every ten
- * seconds, since this can last. */
+ * serves the ones it has; it tries again shortly. Logged once every ten
+ * seconds, with a count of the pauses in between, since this can last and
+ * every connection attempt meanwhile would add a line. */
 static void pause_accepting(struct listener *l, int err)
 {
-    uint64_t now = now_monotonic_ns();
+    static struct log_ratelimit budget =
+        LOG_RATELIMIT_INIT_BUDGET("pauses in accepting producers", 1, 10000);
 
-    if (now - l->emfile_logged_ns > 10000000000ull || !l->emfile_logged_ns) {
-        log_warning("cannot accept producers: %s; pausing accepting, waiting connections stay "
-                    "queued",
-                    strerror(err));
-        l->emfile_logged_ns = now;
-    }
+    log_msg_ratelimited(&budget, l->d->loop, LOG_LEVEL_WARNING,
+                        "cannot accept producers: %s; pausing accepting, waiting connections "
+                        "stay queued",
+                        strerror(err));
     l->paused = true;
     (void)uv_poll_stop(&l->poll);
     (void)uv_timer_start(&l->pause, on_pause_over, EMFILE_PAUSE_MS, 0);

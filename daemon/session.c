@@ -388,10 +388,39 @@ static void session_pump(struct session *s)
     session_close(s);
 }
 
+/* What a peer can repeat at will (refusals, malformed frames, timeouts) is
+ * logged within a budget per kind; NULL for failures of the daemon's own
+ * (writes, syncs, memory, descriptors), which are always logged. */
+static struct log_ratelimit *peer_failure_budget(const struct session *s, uint32_t code)
+{
+    static struct log_ratelimit refused_access =
+        LOG_RATELIMIT_INIT("producers refused by the access lists");
+    static struct log_ratelimit refused_limit =
+        LOG_RATELIMIT_INIT("producers refused at a limit");
+    static struct log_ratelimit bad_frames =
+        LOG_RATELIMIT_INIT("producers closed for a protocol error");
+    static struct log_ratelimit timeouts = LOG_RATELIMIT_INIT("producers closed for a timeout");
+
+    switch (code) {
+    case EACCES: return &refused_access;
+    case EUSERS: return &refused_limit;
+    case EMFILE: /* max_open_shards, not the daemon out of descriptors */
+        return s->d->open_shards >= s->d->config.max_open_shards ? &refused_limit : NULL;
+    case EPROTO:
+    case EBADMSG:
+    case EMSGSIZE:
+    case EINVAL:
+    case EPROTONOSUPPORT: return &bad_frames;
+    case ETIMEDOUT: return &timeouts;
+    default: return NULL;
+    }
+}
+
 static void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
 {
     char msg[WIRE_ERROR_MESSAGE_MAX];
     char w[160];
+    struct log_ratelimit *budget;
     va_list ap;
 
     if (s->state != SESSION_OPEN && s->state != SESSION_DRAINING)
@@ -399,7 +428,12 @@ static void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    log_warning("%s: %s; closing the connection", who(s, w, sizeof(w)), msg);
+    budget = peer_failure_budget(s, code);
+    if (budget)
+        log_msg_ratelimited(budget, s->d->loop, LOG_LEVEL_WARNING,
+                            "%s: %s; closing the connection", who(s, w, sizeof(w)), msg);
+    else
+        log_warning("%s: %s; closing the connection", who(s, w, sizeof(w)), msg);
     notify_set_error(s->d, "%s: %s", who(s, w, sizeof(w)), msg);
     /* Each failure is counted once, by kind: refusals where they are
      * decided (admit), write and sync failures in shard.c, and here what the
@@ -741,7 +775,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
                          s->rx_len >= 4 ? declared + WIRE_HEADER_SIZE : WIRE_HEADER_SIZE);
         } else {
             if (nread != UV_EOF)
-                log_warning("%s: read failed: %s", who(s, w, sizeof(w)), uv_strerror((int)nread));
+                log_warning_ratelimited(s->d->loop, "producer connections whose read failed",
+                                        "%s: read failed: %s", who(s, w, sizeof(w)),
+                                        uv_strerror((int)nread));
             log_debug("%s: disconnected after %" PRIu64 " records", who(s, w, sizeof(w)),
                       s->received);
             if (s->reading)
