@@ -642,6 +642,8 @@ LOGSHARD_EXPORT const char *logshard_strerror(int err)
     case EACCES: return "Permission denied on the logshard socket";
     case ENOMEM: return "Out of memory";
     case ENOSPC: return "No space left on the daemon's spool";
+    case EUSERS: return "Too many producers connected to the daemon";
+    case EMFILE: return "The daemon has too many shards open";
     default: break;
     }
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)

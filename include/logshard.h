@@ -70,7 +70,8 @@ typedef struct logshard_opts {
  *   -EPROTO    the peer does not speak the logshard protocol;
  *   another negative errno the daemon sent in an ERROR frame when it
  *   refused the producer (its message is not available: there is no
- *   handle to ask);
+ *   handle to ask), such as -EUSERS (max_producers reached) or -EACCES
+ *   (not on the daemon's access lists);
  *   -ECONNRESET the daemon closed the connection without answering;
  *   -ENOMEM    out of memory. */
 int logshard_connect(logshard **out, const logshard_opts *opts);
