@@ -2,8 +2,9 @@
  * against max_producers, per-uid and access lists, stalled clients
  * (hello_timeout_ms, idle_timeout_ms), a flooding producer beside
  * well-behaved ones under memory_limit_bytes, hostile names and a planted
- * symlink, the open-shard cap, running out of descriptors, and the client
- * library under valgrind. */
+ * symlink, the open-shard cap, running out of descriptors, a record of
+ * exactly max_record_bytes, and the client library under valgrind. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -514,6 +515,103 @@ static void test_out_of_descriptors(void **state)
     free(log);
 }
 
+/* Sends one record of exactly rec bytes through the library, after one of
+ * rec + 1 bytes was refused without reaching the daemon. */
+static void send_largest_record(const struct harness *h, size_t rec)
+{
+    logshard_opts o = { .socket_path = h->sock, .producer = "big" };
+    logshard *ls = NULL;
+    char *buf = malloc(rec + 1);
+
+    assert_non_null(buf);
+    memset(buf, 'r', rec + 1);
+    assert_int_equal(logshard_connect(&ls, &o), 0);
+    assert_int_equal(logshard_append(ls, buf, rec + 1), -EMSGSIZE);
+    assert_int_equal(logshard_append(ls, buf, rec), 0);
+    assert_int_equal(logshard_flush(ls, 120000), 0);
+    logshard_close(ls);
+    free(buf);
+}
+
+/* At the boundary: max_frame_bytes exactly max_record_bytes + 8, and the
+ * session buffer exactly one frame. A record of max_record_bytes is taken
+ * whole; a frame one byte over the limit is refused from its header. */
+static void test_largest_record(void **state)
+{
+    struct harness *h = *state;
+    static unsigned char payload[2048];
+    unsigned char frame[WIRE_HEADER_SIZE];
+    char msg[WIRE_ERROR_MESSAGE_MAX + 1];
+    uint32_t len = 0;
+    char *text;
+    size_t text_len;
+    int fd;
+
+    harness_write_config(h, "[limits]\nmax_record_bytes = 64K\nmax_frame_bytes = 65544\n"
+                            "session_buffer_bytes = 65544\n");
+    harness_start(h, NULL);
+    send_largest_record(h, 65536);
+
+    fd = harness_raw_connect(h->sock);
+    harness_raw_hello(fd, "raw");
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), WIRE_WELCOME);
+    assert_int_equal(wire_get_u32(payload + 4), 65536);
+    assert_int_equal(wire_get_u32(payload + 8), 65544);
+    wire_encode_header(frame, WIRE_APPEND, 65545);
+    harness_raw_send(fd, frame, sizeof(frame));
+    assert_int_equal(harness_raw_read_until_error(fd, msg, sizeof(msg), NULL), EMSGSIZE);
+    close(fd);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+
+    text = harness_merge_and_cat(h, "largest", &text_len);
+    assert_int_equal(text_len, 65536 + 1);
+    assert_int_equal(strspn(text, "r"), 65536);
+    free(text);
+}
+
+/* The same with the largest record the documentation allows, 256 MiB:
+ * heavy (about 1 GiB of memory between the test and the daemon), so it runs
+ * only when LOGSHARD_TEST_HEAVY is set. */
+static void test_record_of_256_mib(void **state)
+{
+    struct harness *h = *state;
+    char *done, *path = NULL;
+    struct stat st;
+
+    if (!getenv("LOGSHARD_TEST_HEAVY")) {
+        fprintf(stderr, "LOGSHARD_TEST_HEAVY is not set: not sending 256 MiB\n");
+        skip();
+    }
+    harness_write_config(h, "[limits]\nmax_record_bytes = 256M\nmax_frame_bytes = 268435464\n"
+                            "session_buffer_bytes = 268435464\nmemory_limit_bytes = 1G\n");
+    harness_start(h, NULL);
+    send_largest_record(h, 256u << 20);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 60000));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
+    done = harness_path(h->spool, "done");
+    {
+        const char *verify[] = { harness_logctl(), "verify", "--spool", h->spool, NULL };
+        int status = harness_run(verify, NULL, NULL, 120000);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    {
+        DIR *d = opendir(done);
+        struct dirent *de;
+
+        assert_non_null(d);
+        while ((de = readdir(d)) != NULL)
+            if (de->d_name[0] != '.')
+                path = harness_path(done, de->d_name);
+        closedir(d);
+    }
+    assert_non_null(path);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > (off_t)(256u << 20));
+    free(path);
+    free(done);
+}
+
 /* The client library under valgrind: no invalid access, no leak. */
 static void test_client_under_valgrind(void **state)
 {
@@ -586,6 +684,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_allowed_uids, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_max_open_shards, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_out_of_descriptors, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_largest_record, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_record_of_256_mib, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_client_under_valgrind, harness_setup, harness_teardown),
     };
     signal(SIGPIPE, SIG_IGN);
