@@ -1193,6 +1193,8 @@ static void test_default_name_and_env(void **state)
     } cases[] = {
         { "my prog!.v2", "my_prog_.v2" },
         { ".hidden", "_hidden" },
+        { "-foo", "_foo" },
+        { "a-b", "a-b" },
         { "test-client", "test-client" },
         { "", "logshard" },
         { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
@@ -1239,7 +1241,7 @@ static void test_strerror(void **state)
 {
     static const int ours[] = { EINVAL, EMSGSIZE, EPIPE, ECONNRESET, ETIMEDOUT, EPROTO,
                                 ENAMETOOLONG, ENOENT, ECONNREFUSED, EACCES, ENOMEM,
-                                ENOSPC, EIO };
+                                ENOSPC, EIO, EUSERS, EMFILE };
 
     (void)state;
     for (int e = -5000; e <= 5000; e++) {
