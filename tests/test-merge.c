@@ -571,8 +571,9 @@ static void check_no_leftovers(const struct fixture *f)
 
 
 /* The output must be the sources back to back in the documented order, and
- * the reader must find every record once, in that order. */
-static void check_output(const char *path, const struct fixture *f)
+ * the reader must find every record once, in that order; sorted_specs[skip]
+ * is left out (SIZE_MAX: none is). */
+static void check_output_without(const char *path, size_t skip)
 {
     unsigned char *got, *expect = NULL;
     size_t got_len, expect_len = 0;
@@ -583,10 +584,13 @@ static void check_output(const char *path, const struct fixture *f)
     int fd, rc;
     struct stat st;
 
-    (void)f;
     for (size_t i = 0; i < N_SORTED; i++) {
         size_t len;
-        unsigned char *b = build_shard(&sorted_specs[i], &len);
+        unsigned char *b;
+
+        if (i == skip)
+            continue;
+        b = build_shard(&sorted_specs[i], &len);
 
         expect = realloc(expect, expect_len + len);
         assert_non_null(expect);
@@ -611,6 +615,8 @@ static void check_output(const char *path, const struct fixture *f)
             if (spec != (size_t)-1)
                 assert_int_equal(rec, sorted_specs[spec].records);
             spec++;
+            if (spec == skip)
+                spec++;
             rec = 0;
             assert_true(spec < N_SORTED);
             assert_string_equal(item.header->producer, sorted_specs[spec].producer);
@@ -629,10 +635,16 @@ static void check_output(const char *path, const struct fixture *f)
         }
     }
     assert_int_equal(rc, 0);
-    assert_int_equal(spec, N_SORTED - 1);
-    assert_int_equal(rec, sorted_specs[N_SORTED - 1].records);
+    assert_int_equal(spec, skip == N_SORTED - 1 ? N_SORTED - 2 : N_SORTED - 1);
+    assert_int_equal(rec, sorted_specs[spec].records);
     shard_reader_free(r);
     assert_int_equal(close(fd), 0);
+}
+
+static void check_output(const char *path, const struct fixture *f)
+{
+    (void)f;
+    check_output_without(path, SIZE_MAX);
 }
 
 static uint64_t total_records(void)
@@ -668,6 +680,16 @@ static void test_merge_end_to_end(void **state)
     assert_int_equal(res.shards, N_SORTED);
     assert_true(res.records == total_records());
     assert_int_equal(res.n_sources, N_SORTED);
+    /* A directory and a symlink under shard names are reported and left
+     * alone; the other junk has no shard name and is not looked at. */
+    assert_int_equal(res.n_problems, 2);
+    assert_string_equal(res.problems[0].name, "dir.0000000000000001.shard");
+    assert_string_equal(res.problems[0].why, "a directory, not a regular file");
+    assert_int_equal(res.problems[0].kind, MERGE_PROBLEM_NOT_REGULAR);
+    assert_null(res.problems[0].quarantined_as);
+    assert_string_equal(res.problems[1].name, "link.0000000000000001.shard");
+    assert_string_equal(res.problems[1].why, "a symbolic link, not a regular file");
+    assert_null(res.problems[1].quarantined_as);
     {
         uint64_t bytes = 0;
 
@@ -782,9 +804,39 @@ static void cut_tail(unsigned char *buf, size_t *len, const struct shard_spec *s
 
 struct damage_case {
     damage_fn damage;
-    int expect_rc;
     const char *expect_why;
 };
+
+/* Asserts that res lists exactly one problem, the damaged file name at
+ * offset for why, and that quarantine/<name> holds bytes, unchanged, and
+ * done/<name> is gone. */
+static void check_quarantined(const struct fixture *f, const struct merge_result *res,
+                              const char *name, uint64_t offset, const char *why,
+                              const unsigned char *bytes, size_t len)
+{
+    char *qdir = join(f->spool, "quarantine");
+    char *qpath = join(qdir, name);
+    char *dpath = join(f->done, name);
+    unsigned char *got;
+    size_t got_len;
+
+    assert_int_equal(res->n_problems, 1);
+    assert_int_equal(res->problems[0].kind, MERGE_PROBLEM_DAMAGED);
+    assert_string_equal(res->problems[0].name, name);
+    assert_true(res->problems[0].offset == offset);
+    assert_string_equal(res->problems[0].why, why);
+    assert_non_null(res->problems[0].quarantined_as);
+    assert_string_equal(res->problems[0].quarantined_as, name);
+    assert_false(exists(dpath));
+    got = read_file(qpath, &got_len);
+    assert_int_equal(got_len, len);
+    if (len > 0)
+        assert_memory_equal(got, bytes, len);
+    free(got);
+    free(dpath);
+    free(qpath);
+    free(qdir);
+}
 
 static void run_damage_case(const struct damage_case *c)
 {
@@ -794,7 +846,7 @@ static void run_damage_case(const struct damage_case *c)
     const struct shard_spec *victim = &sorted_specs[2];
     unsigned char *buf;
     size_t len, last_rec;
-    char *out, *name, *path, *expect_msg;
+    char *out, *name, *path;
 
     fixture_init(&f);
     write_sorted_specs_shuffled(f.done);
@@ -812,31 +864,32 @@ static void run_damage_case(const struct damage_case *c)
     name = shard_name(victim->producer, victim->id);
     path = join(f.done, name);
     write_file(path, buf, len);
-    free(buf);
 
+    /* The damaged shard goes to quarantine/ unchanged; the rest is merged. */
     out = join(f.out, "merged.lsm");
     opts.spool = f.spool;
     opts.output = out;
-    assert_int_equal(merge_run(&opts, &res), c->expect_rc);
-    assert_non_null(res.error);
-    assert_true(asprintf(&expect_msg, "%s: %s at offset %zu", path, c->expect_why, last_rec) > 0);
-    assert_string_equal(res.error, expect_msg);
-    assert_null(res.output_path);
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_null(res.error);
+    assert_string_equal(res.output_path, out);
+    assert_int_equal(res.shards, N_SORTED - 1);
+    assert_true(res.records == total_records() - victim->records);
+    check_quarantined(&f, &res, name, last_rec, c->expect_why, buf, len);
     merge_result_free(&res);
-    assert_false(exists(out));
-    assert_int_equal(count_entries(f.out), 0);
+    check_output_without(out, 2);
+    check_no_leftovers(&f);
 
-    free(expect_msg);
+    free(buf);
     free(out);
     free(path);
     free(name);
     fixture_free(&f);
 }
 
-static void test_merge_refuses_corrupt_source(void **state)
+static void test_merge_quarantines_corrupt_source(void **state)
 {
-    static const struct damage_case crc = { flip_payload_byte, -EBADMSG, "record CRC mismatch" };
-    static const struct damage_case torn = { cut_tail, -ENODATA, "file ends inside a record" };
+    static const struct damage_case crc = { flip_payload_byte, "record CRC mismatch" };
+    static const struct damage_case torn = { cut_tail, "file ends inside a record" };
 
     (void)state;
     run_damage_case(&crc);
@@ -844,8 +897,8 @@ static void test_merge_refuses_corrupt_source(void **state)
 }
 
 /* A valid shard under the wrong name, and a file holding two shards, are not
- * what the daemon seals into done/, so the merge refuses them too. */
-static void test_merge_refuses_misnamed_and_double(void **state)
+ * what the daemon seals into done/, so they go to quarantine/ too. */
+static void test_merge_quarantines_misnamed_and_double(void **state)
 {
     struct fixture f;
     struct merge_opts opts = { 0 };
@@ -865,13 +918,14 @@ static void test_merge_refuses_misnamed_and_double(void **state)
     a = build_shard(&other, &alen);
     p = join(f.done, "b.0000000000000009.shard");
     write_file(p, a, alen);
-    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
-    assert_non_null(res.error);
-    assert_non_null(strstr(res.error, p));
-    assert_non_null(strstr(res.error, "does not match the file name"));
+    assert_int_equal(merge_run(&opts, &res), 0);
+    check_quarantined(&f, &res, "b.0000000000000009.shard", 0,
+                      "shard header says producer 'c' shard id 0000000000000009, which does "
+                      "not match the file name",
+                      a, alen);
     merge_result_free(&res);
-    assert_false(exists(out));
-    assert_int_equal(unlink(p), 0);
+    check_output(out, &f);
+    assert_int_equal(unlink(out), 0);
     free(p);
 
     b = build_shard(&other, &blen);
@@ -881,12 +935,12 @@ static void test_merge_refuses_misnamed_and_double(void **state)
     memcpy(both + alen, b, blen);
     p = join(f.done, "c.0000000000000009.shard");
     write_file(p, both, alen + blen);
-    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
-    assert_non_null(res.error);
-    assert_non_null(strstr(res.error, "second shard header"));
+    assert_int_equal(merge_run(&opts, &res), 0);
+    check_quarantined(&f, &res, "c.0000000000000009.shard", alen,
+                      "a second shard header (a file in done/ must hold exactly one shard)",
+                      both, alen + blen);
     merge_result_free(&res);
-    assert_false(exists(out));
-    assert_int_equal(count_entries(f.out), 0);
+    check_output(out, &f);
 
     free(p);
     free(a);
@@ -1712,9 +1766,11 @@ static void cut_three(unsigned char *buf, size_t *len)
     *len -= 3;
 }
 
-/* Runs a merge of the sealed specs, sealed_specs[1] damaged by damage. */
-static int merge_sealed(void (*damage)(unsigned char *buf, size_t *len), bool verify,
-                        struct merge_result *res, char **ret_victim, char **ret_out)
+/* Runs a merge of the sealed specs, sealed_specs[1] damaged by damage, and
+ * checks that the output is every other one (every one when damage is
+ * NULL) back to back, block-aligned. */
+static int merge_sealed(void (*damage)(unsigned char *buf, size_t *len), struct merge_result *res,
+                        char **ret_victim, char **ret_out)
 {
     struct fixture f;
     struct merge_opts opts = { 0 };
@@ -1725,24 +1781,22 @@ static int merge_sealed(void (*damage)(unsigned char *buf, size_t *len), bool ve
     for (size_t i = 0; i < N_SEALED; i++)
         write_sealed(&f, &sealed_specs[i], i == 1 ? damage : NULL);
     name = shard_name(sealed_specs[1].producer, sealed_specs[1].id);
-    *ret_victim = join(f.done, name);
-    free(name);
+    *ret_victim = name;
     *ret_out = join(f.tmp, "merged.lsm");
     opts.spool = f.spool;
     opts.output = *ret_out;
-    opts.verify = verify;
     r = merge_run(&opts, res);
     if (r == 0) {
-        /* The output is the sealed files back to back, each block-aligned. */
         size_t got_len, off = 0;
         unsigned char *got = read_file(*ret_out, &got_len);
 
         for (size_t i = 0; i < N_SEALED; i++) {
             size_t len;
-            unsigned char *b = build_sealed(&sealed_specs[i], &len);
+            unsigned char *b;
 
             if (i == 1 && damage)
-                damage(b, &len);
+                continue;
+            b = build_sealed(&sealed_specs[i], &len);
             assert_true(off + len <= got_len);
             assert_memory_equal(got + off, b, len);
             assert_int_equal(off % 4096, 0);
@@ -1752,71 +1806,62 @@ static int merge_sealed(void (*damage)(unsigned char *buf, size_t *len), bool ve
         assert_int_equal(off, got_len);
         free(got);
     }
-    /* Keep the fixture's files for the caller's messages only: remove all. */
     fixture_free(&f);
     return r;
 }
 
 static void test_merge_sealed_shards(void **state)
 {
+    static const struct {
+        void (*damage)(unsigned char *buf, size_t *len);
+        const char *why;
+    } cases[] = {
+        { flip_first_record, "record CRC mismatch" },
+        { flip_trailer_records, "seal trailer CRC mismatch" },
+        { cut_three, "file ends inside the seal trailer" },
+    };
     struct merge_result res;
-    char *victim, *out, *want;
+    char *victim, *out;
     uint64_t records = 0;
     (void)state;
 
     for (size_t i = 0; i < N_SEALED; i++)
         records += sealed_specs[i].records;
 
-    /* Whole sealed shards: counts and times come from the trailers. */
-    assert_int_equal(merge_sealed(NULL, false, &res, &victim, &out), 0);
+    assert_int_equal(merge_sealed(NULL, &res, &victim, &out), 0);
     assert_int_equal(res.shards, N_SEALED);
     assert_true(res.records == records);
+    assert_int_equal(res.n_problems, 0);
     for (size_t i = 0; i < N_SEALED; i++) {
         assert_true(res.sources[i].records == sealed_specs[i].records);
-        assert_true(res.sources[i].newest_ns == BASE_TS + sealed_specs[i].records);
+        /* Every record is read: the newest one's time, or the header's. */
+        assert_true(res.sources[i].newest_ns ==
+                    BASE_TS + (sealed_specs[i].records ? sealed_specs[i].records - 1 : 0));
         assert_int_equal(res.sources[i].bytes % 4096, 0);
     }
     merge_result_free(&res);
     free(victim);
     free(out);
 
-    /* The same with --verify: every record read, same result. */
-    assert_int_equal(merge_sealed(NULL, true, &res, &victim, &out), 0);
-    assert_true(res.records == records);
-    merge_result_free(&res);
-    free(victim);
-    free(out);
-
-    /* A flipped bit inside a record of a sealed shard is carried over as it
-     * is (its CRC goes with it); --verify finds it and refuses. */
-    assert_int_equal(merge_sealed(flip_first_record, false, &res, &victim, &out), 0);
-    merge_result_free(&res);
-    free(victim);
-    free(out);
-    assert_int_equal(merge_sealed(flip_first_record, true, &res, &victim, &out), -EBADMSG);
-    assert_true(asprintf(&want, "%s: record CRC mismatch at offset %zu", victim,
-                         sealed_victim_record0()) > 0);
-    assert_string_equal(res.error, want);
-    free(want);
-    merge_result_free(&res);
-    free(victim);
-    free(out);
-
-    /* A damaged trailer or a cut file: the full check names the problem. */
-    assert_int_equal(merge_sealed(flip_trailer_records, false, &res, &victim, &out), -EBADMSG);
-    assert_non_null(strstr(res.error, victim));
-    assert_non_null(strstr(res.error, ": seal trailer CRC mismatch at offset "));
-    merge_result_free(&res);
-    free(victim);
-    free(out);
-    assert_int_equal(merge_sealed(cut_three, false, &res, &victim, &out), -ENODATA);
-    assert_non_null(strstr(res.error, ": file ends inside the seal trailer at offset "));
-    merge_result_free(&res);
-    free(victim);
-    free(out);
+    /* Damage anywhere in a sealed shard, inside a record too, is found: the
+     * shard is left out and the others merged. */
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        assert_int_equal(merge_sealed(cases[k].damage, &res, &victim, &out), 0);
+        assert_int_equal(res.shards, N_SEALED - 1);
+        assert_true(res.records == records - sealed_specs[1].records);
+        assert_int_equal(res.n_problems, 1);
+        assert_string_equal(res.problems[0].name, victim);
+        assert_string_equal(res.problems[0].why, cases[k].why);
+        assert_non_null(res.problems[0].quarantined_as);
+        if (k == 0)
+            assert_true(res.problems[0].offset == sealed_victim_record0());
+        merge_result_free(&res);
+        free(victim);
+        free(out);
+    }
 }
 
-/* A sealed shard under another shard's name is refused from its header. */
+/* A sealed shard under another shard's name is found from its header. */
 static void test_merge_sealed_misnamed(void **state)
 {
     struct fixture f;
@@ -1824,7 +1869,7 @@ static void test_merge_sealed_misnamed(void **state)
     struct merge_result res;
     size_t len;
     unsigned char *buf = build_sealed(&sealed_specs[0], &len);
-    char *path, *want;
+    char *path;
     (void)state;
 
     fixture_init(&f);
@@ -1832,22 +1877,22 @@ static void test_merge_sealed_misnamed(void **state)
     write_file(path, buf, len);
     opts.spool = f.spool;
     opts.output = "unused.lsm";
-    assert_int_equal(merge_run(&opts, &res), -EBADMSG);
-    assert_true(asprintf(&want,
-                         "%s: shard header says producer 'alpha' shard id 0000000000000001, "
-                         "which does not match the file name",
-                         path) > 0);
-    assert_string_equal(res.error, want);
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.shards, 0);
+    assert_null(res.output_path);
+    check_quarantined(&f, &res, "alpha.00000000000000ff.shard", 0,
+                      "shard header says producer 'alpha' shard id 0000000000000001, "
+                      "which does not match the file name",
+                      buf, len);
     merge_result_free(&res);
-    free(want);
     free(path);
     free(buf);
     fixture_free(&f);
 }
 
-/* With hundreds of sources the check runs on two threads; the merge still
- * reports the first bad source in output order, whichever thread met it. */
-static void test_merge_many_sources_first_bad(void **state)
+/* With hundreds of sources the check runs on two threads; every bad source
+ * is found, whichever thread met it, and the rest merged in order. */
+static void test_merge_many_sources_bad(void **state)
 {
     enum { N = 300 };
     static const size_t bad_pairs[][2] = { { 150, 201 }, { 151, 200 }, { 7, 299 }, { 10, 11 },
@@ -1859,7 +1904,9 @@ static void test_merge_many_sources_first_bad(void **state)
         struct fixture f;
         struct merge_opts opts = { 0 };
         struct merge_result res;
-        char *out, *want_name = NULL;
+        uint64_t records = 0;
+        size_t n_bad = 0, j = 0;
+        char *out;
 
         fixture_init(&f);
         for (size_t i = 0; i < N; i++) {
@@ -1867,30 +1914,35 @@ static void test_merge_many_sources_first_bad(void **state)
             bool bad = k < NPAIRS && (i == bad_pairs[k][0] || i == bad_pairs[k][1]);
 
             write_sealed(&f, &spec, bad ? cut_three : NULL);
-            if (bad && !want_name)
-                want_name = shard_name("many", i + 1);
+            if (bad)
+                n_bad++;
+            else
+                records += i % 5;
         }
         out = join(f.out, "merged.lsm");
         opts.spool = f.spool;
         opts.output = out;
-        if (k == NPAIRS) {
-            uint64_t records = 0;
+        assert_int_equal(merge_run(&opts, &res), 0);
+        assert_int_equal(res.shards, N - n_bad);
+        assert_true(res.records == records);
+        for (size_t i = 0; i < N; i++) {
+            if (k < NPAIRS && (i == bad_pairs[k][0] || i == bad_pairs[k][1]))
+                continue;
+            assert_true(res.sources[j++].id == i + 1);
+        }
+        assert_int_equal(res.n_problems, n_bad);
+        for (size_t p = 0; p < n_bad; p++) {
+            size_t lo = bad_pairs[k][0] < bad_pairs[k][1] ? bad_pairs[k][0] : bad_pairs[k][1];
+            size_t hi = bad_pairs[k][0] ^ bad_pairs[k][1] ^ lo;
+            char *want = shard_name("many", (p == 0 ? lo : hi) + 1);
 
-            for (size_t i = 0; i < N; i++)
-                records += i % 5;
-            assert_int_equal(merge_run(&opts, &res), 0);
-            assert_int_equal(res.shards, N);
-            assert_true(res.records == records);
-            for (size_t i = 0; i < N; i++)
-                assert_true(res.sources[i].id == i + 1);
-        } else {
-            assert_int_equal(merge_run(&opts, &res), -ENODATA);
-            assert_non_null(strstr(res.error, want_name));
-            assert_non_null(strstr(res.error, "file ends inside the seal trailer"));
-            assert_false(exists(out));
+            /* Sorted by name, which is by id here. */
+            assert_string_equal(res.problems[p].name, want);
+            assert_string_equal(res.problems[p].why, "file ends inside the seal trailer");
+            assert_non_null(res.problems[p].quarantined_as);
+            free(want);
         }
         merge_result_free(&res);
-        free(want_name);
         free(out);
         fixture_free(&f);
     }
@@ -2039,11 +2091,11 @@ int main(void)
         cmocka_unit_test(test_copy_short_source),
         cmocka_unit_test(test_merge_end_to_end),
         cmocka_unit_test(test_merge_default_output),
-        cmocka_unit_test(test_merge_refuses_corrupt_source),
-        cmocka_unit_test(test_merge_refuses_misnamed_and_double),
+        cmocka_unit_test(test_merge_quarantines_corrupt_source),
+        cmocka_unit_test(test_merge_quarantines_misnamed_and_double),
         cmocka_unit_test(test_merge_sealed_shards),
         cmocka_unit_test(test_merge_sealed_misnamed),
-        cmocka_unit_test(test_merge_many_sources_first_bad),
+        cmocka_unit_test(test_merge_many_sources_bad),
         cmocka_unit_test(test_merge_many_sources_copy),
         cmocka_unit_test(test_merge_many_sources_copy_first_bad),
         cmocka_unit_test(test_merge_fails_mid_copy),

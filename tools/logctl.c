@@ -69,14 +69,18 @@ static void merge_help(void)
            "Order: by producer name in byte order (as strcmp), then by shard id\n"
            "ascending, which keeps each producer's records in the order written.\n"
            "\n"
-           "Every source is checked before anything is written: its header must\n"
-           "match the file name, and a sealed shard's trailer must agree with the\n"
-           "file's size (shards without a trailer, and all of them with --verify,\n"
-           "are read record by record: length and CRC). One bad source refuses the\n"
-           "whole merge and no output is created. Records keep their CRCs in the\n"
-           "output, where 'logctl verify' checks them. The output is\n"
-           "written under a temp name (.<name>.<pid>.tmp) in its directory, synced,\n"
-           "and renamed into place; an existing file is never overwritten.\n"
+           "Every record of every source is read and checked before anything is\n"
+           "written: the header must match the file name, every record's length and\n"
+           "CRC must hold, and a seal trailer must agree with what was read. A\n"
+           "source that fails (damaged, cut short, empty, not a shard) is not merged\n"
+           "and never deleted: it is moved unchanged to DIR/quarantine/, with a line\n"
+           "on standard error naming the file, the offset and the reason. A source\n"
+           "that cannot be read, and anything under a shard name that is not a\n"
+           "regular file (a FIFO is never opened), stays where it is and is reported\n"
+           "the same way. The rest is merged as usual, and the exit status is 1.\n"
+           "The output is written under a temp name (.<name>.<pid>.tmp) in its\n"
+           "directory, synced, and renamed into place; an existing file is never\n"
+           "overwritten.\n"
            "\n"
            "Crash safety: one merge at a time per spool (DIR/merge.lock; a second one\n"
            "fails). Before copying, the merge records the output, temp and source\n"
@@ -102,11 +106,13 @@ static void merge_help(void)
            "  -d, --delete        remove the merged shards from DIR/done/ once the\n"
            "                      output is durable\n"
            "  -v, --verbose       also print one line per merged shard\n"
-           "  -V, --verify        read and check every record of every source first\n"
+           "  -V, --verify        accepted for older scripts: every record is always\n"
+           "                      checked\n"
            "  -c, --config FILE   the daemon's config file, to find the spool\n"
            "  -j, --json          print one JSON object instead of the summary: ok,\n"
            "                      output, shards, records, bytes, deleted, sources,\n"
-           "                      recovery (null, finished, rolled_back), error\n"
+           "                      recovery (null, finished, rolled_back), problems\n"
+           "                      (file, kind, offset, reason, quarantined_as), error\n"
            "  -h, --help          show this help\n"
            "\n"
            "On a terminal, a merge that takes longer than a second shows a progress\n"
@@ -114,8 +120,8 @@ static void merge_help(void)
            "when it ends. Prints a summary: shards, records, bytes and the output\n"
            "path. With no sealed shard to merge it says so, creates nothing and\n"
            "exits 0.\n"
-           "Exit status: 0 merged (or nothing to merge), 1 failed (also when another\n"
-           "merge is running on DIR), 2 usage error.\n");
+           "Exit status: 0 merged (or nothing to merge), 1 failed, or a source was\n"
+           "left out (see above), or another merge is running on DIR; 2 usage error.\n");
 }
 
 static void print_recovery(const struct merge_result *res)
@@ -140,6 +146,39 @@ static void print_recovery(const struct merge_result *res)
     }
 }
 
+static const char *const problem_kind[] = {
+    [MERGE_PROBLEM_DAMAGED] = "damaged",
+    [MERGE_PROBLEM_UNREADABLE] = "unreadable",
+    [MERGE_PROBLEM_NOT_REGULAR] = "not_regular",
+};
+
+/* One line on stderr per file of done/ that was left out: which file, where
+ * and why, and where it is now. */
+static void print_problems(const struct merge_result *res, const char *spool)
+{
+    for (size_t i = 0; i < res->n_problems; i++) {
+        const struct merge_problem *p = &res->problems[i];
+        char at[48] = "";
+
+        if (p->offset != UINT64_MAX)
+            snprintf(at, sizeof(at), " at offset %" PRIu64, p->offset);
+        if (p->quarantined_as)
+            fprintf(stderr, "logctl: merge: %s/done/%s: %s%s; not merged, moved to %s/%s/%s\n",
+                    spool, p->name, p->why, at, spool, "quarantine", p->quarantined_as);
+        else if (p->kind == MERGE_PROBLEM_DAMAGED)
+            fprintf(stderr,
+                    "logctl: merge: %s/done/%s: %s%s; not merged, and left in place: moving it "
+                    "to %s/quarantine/ failed: %s\n",
+                    spool, p->name, p->why, at, spool, strerror(-p->move_error));
+        else
+            fprintf(stderr, "logctl: merge: %s/done/%s: %s%s; not merged, left in place\n",
+                    spool, p->name, p->why, at);
+    }
+    if (res->n_problems > 0)
+        fprintf(stderr, "logctl: merge: %zu file%s in %s/done left out of the merge\n",
+                res->n_problems, res->n_problems == 1 ? "" : "s", spool);
+}
+
 /* merge --json: one object saying what happened, also on failure. */
 static void print_merge_json(const struct merge_result *res, const struct merge_opts *opts,
                              int r)
@@ -155,7 +194,7 @@ static void print_merge_json(const struct merge_result *res, const struct merge_
 
     json_out_init(&o);
     json_obj_begin(&o);
-    json_member_bool(&o, "ok", r == 0);
+    json_member_bool(&o, "ok", r == 0 && res->n_problems == 0);
     json_member_str(&o, "spool", opts->spool);
     json_member_str(&o, "output", res->output_path);
     json_member_u64(&o, "shards", res->shards);
@@ -174,6 +213,23 @@ static void print_merge_json(const struct merge_result *res, const struct merge_
     }
     json_arr_end(&o);
     json_member_str(&o, "recovery", recovery[res->recovery]);
+    json_key(&o, "problems");
+    json_arr_begin(&o);
+    for (size_t i = 0; i < res->n_problems; i++) {
+        const struct merge_problem *p = &res->problems[i];
+
+        json_obj_begin(&o);
+        json_member_str(&o, "file", p->name);
+        json_member_str(&o, "kind", problem_kind[p->kind]);
+        if (p->offset != UINT64_MAX)
+            json_member_u64(&o, "offset", p->offset);
+        else
+            json_member_str(&o, "offset", NULL);
+        json_member_str(&o, "reason", p->why);
+        json_member_str(&o, "quarantined_as", p->quarantined_as);
+        json_obj_end(&o);
+    }
+    json_arr_end(&o);
     json_member_str(&o, "error", r < 0 ? (res->error ? res->error : strerror(-r)) : NULL);
     json_obj_end(&o);
     json_raw(&o, "\n", 1);
@@ -209,7 +265,7 @@ int logctl_merge(int argc, char **argv)
     struct progress prog;
     const char *spool_opt = NULL, *config = NULL;
     char *spool = NULL;
-    bool verbose = false, json = false;
+    bool verbose = false, json = false, problems;
     int opt, r;
 
     while ((opt = getopt_long(argc, argv, ":s:p:B:c:jo:dvVh", longopts, NULL)) != -1) {
@@ -247,7 +303,8 @@ int logctl_merge(int argc, char **argv)
             verbose = true;
             break;
         case 'V':
-            opts.verify = true;
+            /* Kept so command lines keep their meaning; checking every
+             * record is what every merge does now. */
             break;
         case 'h':
             merge_help();
@@ -276,8 +333,11 @@ int logctl_merge(int argc, char **argv)
     progress_clear(&prog);
     if (json) {
         print_merge_json(&res, &opts, r);
+        fflush(stdout);
+        print_problems(&res, opts.spool);
         if (r < 0)
             fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
+        problems = res.n_problems > 0;
         merge_result_free(&res);
         free(spool);
         if (fflush(stdout) != 0) {
@@ -285,20 +345,25 @@ int logctl_merge(int argc, char **argv)
                     strerror(errno));
             return LOGCTL_EXIT_FAILURE;
         }
-        return r < 0 ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
+        return r < 0 || problems ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
     }
     /* Whatever else happened, an interrupted merge that was dealt with is
      * news: it changed files. */
     print_recovery(&res);
+    problems = res.n_problems > 0;
     if (r == 0 && res.n_sources == 0) {
-        printf("no sealed shards %sin %s/done; nothing merged, no file created\n",
-               opts.producer || opts.before_ns ? "selected " : "", opts.spool);
+        printf("no %ssealed shards %sin %s/done; nothing merged, no file created\n",
+               problems ? "valid " : "", opts.producer || opts.before_ns ? "selected " : "",
+               opts.spool);
+        fflush(stdout);
+        print_problems(&res, opts.spool);
         merge_result_free(&res);
         free(spool);
-        return LOGCTL_EXIT_OK;
+        return problems ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
     }
     if (r < 0 && !res.output_path) {
         fflush(stdout);
+        print_problems(&res, opts.spool);
         fprintf(stderr, "logctl: merge: %s\n", res.error ? res.error : strerror(-r));
         merge_result_free(&res);
         free(spool);
@@ -317,6 +382,8 @@ int logctl_merge(int argc, char **argv)
                res.deleted == 1 ? "" : "s", opts.spool);
     if (res.used_fallback)
         printf("note: copy_file_range(2) was not available here; copied with read/write\n");
+    fflush(stdout);
+    print_problems(&res, opts.spool);
     if (r < 0) {
         /* The output exists; what failed came after it (a directory sync,
          * removing a source), and the next merge finishes it. */
@@ -329,7 +396,7 @@ int logctl_merge(int argc, char **argv)
         fprintf(stderr, "logctl: merge: write error on standard output: %s\n", strerror(errno));
         return LOGCTL_EXIT_FAILURE;
     }
-    return r < 0 ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
+    return r < 0 || problems ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
 }
 
 static const struct command {

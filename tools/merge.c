@@ -2,17 +2,16 @@
  * merged file, which the shard reader reads like a single shard, and with
  * --delete removes the merged shards once the output is durable.
  *
- * Checking: two passes. The first lists and sorts the sources and checks
- * every one of them, so a corrupt, cut or misnamed source is refused before
- * any output exists: a sealed version 2 shard from its header and its seal
- * trailer (whose lengths must add up to the file size), anything else, or
- * everything with --verify, record by record through the shard reader.
- * Reading only the two ends keeps a merge as fast as the kernel's copy
- * (and O(metadata) where copy_file_range can reflink). The second copies each
- * source from the file the first one checked, kept open in between where
- * the open-file limit allows; a source opened again is checked by identity
- * (device, inode, size) so that a file swapped between the passes cannot
- * slip in unchecked, and with --delete so is the name of a kept one.
+ * Checking: two passes. The first lists and sorts the sources and reads
+ * every record of every one through the shard reader (merge-check.c), so
+ * that nothing damaged is copied and nothing unread is ever deleted; a
+ * source that fails is moved to <spool>/quarantine/ (or, when it could not
+ * be read or is no regular file, left where it is), reported, and left out,
+ * before any output exists. The second copies each good source from the
+ * file the first one checked, kept open in between where the open-file
+ * limit allows; a source opened again is checked by identity (device,
+ * inode, size) so that a file swapped between the passes cannot slip in
+ * unchecked, and with --delete so is the name of a kept one.
  *
  * Order of the output: by producer name in byte order (strcmp), then by
  * shard id ascending. It is deterministic and keeps each producer's shards
@@ -21,7 +20,7 @@
  * Selection: --producer narrows the list before anything is read; --before
  * keeps the shards whose every record was received before the given time,
  * which only the check pass knows, so every candidate of the producer is
- * checked (and a bad one still refuses the merge). Whole shards only: a
+ * checked (and a bad one is still set aside). Whole shards only: a
  * shard that straddles the time stays for a later merge.
  *
  * Exclusion: every merge, with or without --delete, holds
@@ -79,6 +78,7 @@
  * directory itself (lock and intent), not only to the output's directory.
  * An output path containing a newline is recorded escaped ("\n", "\\"). */
 #include "merge.h"
+#include "merge-check.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -173,6 +173,8 @@ static void source_release(struct merge_source *s)
 {
     free(s->name);
     s->name = NULL;
+    free(s->bad_why);
+    s->bad_why = NULL;
     if (s->fd >= 0)
         (void)close(s->fd); /* opened read-only */
     s->fd = -1;
@@ -362,186 +364,26 @@ int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *r
     return merge_copy_at(in_fd, out_fd, -1, len, force_fallback, ret_fell_back);
 }
 
-/* Sets res->error and returns err, so that failures read
- * "return fail(res, -E..., ...);". */
-__attribute__((format(printf, 3, 4))) static int fail(struct merge_result *res, int err,
-                                                      const char *fmt, ...)
-{
-    va_list ap;
-    char *msg = NULL;
-
-    va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL; /* the caller falls back to strerror(err) */
-    va_end(ap);
-    free(res->error);
-    res->error = msg;
-    return err;
-}
-
-/* Opens a source read-only (never through a symlink) and stats it. */
+/* Opens a source read-only (never through a symlink, never blocking on
+ * anything but a regular file) and stats it. */
 static int open_source(int done_fd, const struct merge_source *s, const char *path,
                        int *ret_fd, struct stat *ret_st, struct merge_result *res)
 {
-    int fd = openat(done_fd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    mode_t mode = 0;
+    int fd, r = open_regular_at(done_fd, s->name, O_NOFOLLOW, &fd, &mode);
 
-    if (fd < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
+    if (r == -EISDIR || r == -EBADFD)
+        return merge_fail(res, -ESTALE, "%s: now a %s, not the file that was checked", path,
+                          file_type_name(mode));
+    if (r < 0)
+        return merge_fail(res, r, "%s: %s", path, strerror(-r));
     if (fstat(fd, ret_st) < 0) {
         int e = errno;
         (void)close(fd); /* read-only; the fstat error is what matters */
-        return fail(res, -e, "%s: %s", path, strerror(e));
+        return merge_fail(res, -e, "%s: %s", path, strerror(e));
     }
     *ret_fd = fd;
     return 0;
-}
-
-static int header_mismatch(struct merge_result *res, const char *path,
-                           const struct shard_header *h)
-{
-    return fail(res, -EBADMSG,
-                "%s: shard header says producer '%s' shard id %016" PRIx64
-                ", which does not match the file name",
-                path, h->producer, h->shard_id);
-}
-
-/* The check of a sealed version 2 shard from its two ends: its header
- * (matching the file name) and its seal trailer, whose lengths must add up
- * to the file's size. This proves the file is one whole sealed shard
- * without reading its records; their CRCs travel with them into the merged
- * file, where `logctl verify` and every reader check them. Returns 1 when
- * the shard passed and s is filled in, 0 when only the full check can tell
- * (a version 1 shard, no trailer, anything odd: the full check then names
- * the problem), or a negative errno after fail(). */
-static int check_source_ends(int fd, const struct stat *st, const char *path,
-                             struct merge_source *s, struct merge_result *res)
-{
-    unsigned char head[SHARD_HEADER_MAX], tail[SHARD_TRAILER_TAIL], mark[8];
-    uint64_t size = (uint64_t)st->st_size;
-    struct shard_header h;
-    struct shard_trailer t;
-    const char *why;
-    uint32_t trailer_len;
-    ssize_t n;
-
-    n = pread(fd, head, sizeof(head), 0);
-    if (n < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (shard_decode_header(head, (size_t)n, &h, &why) < 0)
-        return 0;
-    if (strcmp(h.producer, s->producer) != 0 || h.shard_id != s->id)
-        return header_mismatch(res, path, &h);
-    if (h.version < 2 || size < h.header_len + (uint64_t)SHARD_TRAILER_MIN)
-        return 0;
-    if (pread(fd, tail, sizeof(tail), (off_t)(size - sizeof(tail))) != (ssize_t)sizeof(tail))
-        return 0;
-    trailer_len = wire_get_u32(tail + SHARD_TRAILER_TAIL - 8);
-    if (trailer_len < SHARD_TRAILER_MIN || trailer_len > size - h.header_len)
-        return 0;
-    if (pread(fd, mark, sizeof(mark), (off_t)(size - trailer_len)) != (ssize_t)sizeof(mark))
-        return 0;
-    if (shard_decode_trailer_ends(mark, tail, size, &t, &why) < 0 ||
-        t.shard_len < h.header_len)
-        return 0;
-    s->bytes = size;
-    s->records = t.records;
-    s->newest_ns = t.newest_ns;
-    s->dev = st->st_dev;
-    s->ino = st->st_ino;
-    return 1;
-}
-
-/* Pass one for one source: the whole file must read as exactly one valid
- * shard whose header agrees with the file name. Unless verify is set, a
- * sealed shard is checked from its two ends only (check_source_ends). */
-static int validate_source(int done_fd, const char *done_path, struct merge_source *s,
-                           bool verify, bool keep_open, struct merge_result *res)
-{
-    _cleanup_free_ char *path = path_join(done_path, s->name);
-    _cleanup_close_ int fd = -1;
-    struct shard_reader *reader = NULL;
-    struct shard_item item;
-    struct stat st;
-    uint64_t headers = 0;
-    int r;
-
-    if (!path)
-        return fail(res, -ENOMEM, "out of memory");
-    r = open_source(done_fd, s, path, &fd, &st, res);
-    if (r < 0)
-        return r;
-    if (!S_ISREG(st.st_mode))
-        return fail(res, -EBADF, "%s: not a regular file", path);
-    if (!verify) {
-        r = check_source_ends(fd, &st, path, s, res);
-        if (r < 0)
-            return r;
-        if (r > 0) {
-            if (keep_open) {
-                s->fd = fd;
-                fd = -1;
-            }
-            return 0;
-        }
-    }
-
-    r = shard_reader_new(&reader, fd);
-    if (r < 0)
-        return fail(res, r, "%s: %s", path, strerror(-r));
-    s->newest_ns = 0;
-    while ((r = shard_reader_next(reader, &item)) > 0) {
-        if (item.kind == SHARD_ITEM_TRAILER)
-            continue;
-        if (item.kind != SHARD_ITEM_HEADER) {
-            if (item.timestamp_ns > s->newest_ns)
-                s->newest_ns = item.timestamp_ns;
-            continue;
-        }
-        if (!s->newest_ns)
-            s->newest_ns = item.header->created_ns;
-        if (++headers > 1) {
-            r = fail(res, -EBADMSG,
-                     "%s: second shard header at offset %" PRIu64
-                     " (a file in done/ must hold exactly one shard)",
-                     path, item.offset);
-            goto out;
-        }
-        if (strcmp(item.header->producer, s->producer) != 0 || item.header->shard_id != s->id) {
-            r = header_mismatch(res, path, item.header);
-            goto out;
-        }
-    }
-    if (r < 0) {
-        uint64_t off;
-        const char *why;
-
-        shard_reader_error(reader, &off, &why);
-        if (r == -EBADMSG || r == -ENODATA)
-            r = fail(res, r, "%s: %s at offset %" PRIu64, path, why ? why : strerror(-r), off);
-        else
-            r = fail(res, r, "%s: %s at offset %" PRIu64 ": %s", path,
-                     why ? why : "error", off, strerror(-r));
-        goto out;
-    }
-    s->bytes = shard_reader_valid_end(reader);
-    s->records = shard_reader_records(reader);
-    if ((uint64_t)st.st_size != s->bytes) {
-        r = fail(res, -EBUSY,
-                 "%s: size changed while it was checked (%" PRIu64 " bytes, then %" PRIu64
-                 "); is it still being written?",
-                 path, (uint64_t)st.st_size, s->bytes);
-        goto out;
-    }
-    s->dev = st.st_dev;
-    s->ino = st.st_ino;
-    if (keep_open) {
-        s->fd = fd;
-        fd = -1;
-    }
-    r = 0;
-out:
-    shard_reader_free(reader);
-    return r;
 }
 
 /* Pass two for one source: the same file as checked, copied whole. */
@@ -557,7 +399,7 @@ static int copy_source(int done_fd, const char *done_path, struct merge_source *
 
     s->fd = -1; /* closed here, whatever happens */
     if (!path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     /* A reopened file may be another one; a kept one matters only when
      * its name is to be deleted. */
     bool check_identity = fd < 0 || deleting;
@@ -568,7 +410,7 @@ static int copy_source(int done_fd, const char *done_path, struct merge_source *
          * copied. Without --delete the checked bytes are copied from the
          * checked file, whatever became of its name. */
         if (fstatat(done_fd, s->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            return fail(res, -errno, "%s: %s", path, strerror(errno));
+            return merge_fail(res, -errno, "%s: %s", path, strerror(errno));
     } else if (fd < 0) {
         r = open_source(done_fd, s, path, &fd, &st, res);
         if (r < 0)
@@ -576,16 +418,18 @@ static int copy_source(int done_fd, const char *done_path, struct merge_source *
     }
     if (check_identity &&
         (st.st_dev != s->dev || st.st_ino != s->ino || (uint64_t)st.st_size != s->bytes))
-        return fail(res, -ESTALE, "%s: replaced or changed since it was checked", path);
+        return merge_fail(res, -ESTALE, "%s: replaced or changed since it was checked", path);
 
     /* fallback may be shared by two copying threads. */
     r = merge_copy_at(fd, out_fd, out_off, s->bytes, __atomic_load_n(fallback, __ATOMIC_RELAXED),
                       &fell_back);
     if (r == -ENODATA)
-        return fail(res, r, "%s: ended before its %" PRIu64 " bytes were copied (changed during the merge?)",
-                    path, s->bytes);
+        return merge_fail(res, r,
+                          "%s: ended before its %" PRIu64
+                          " bytes were copied (changed during the merge?)",
+                          path, s->bytes);
     if (r < 0)
-        return fail(res, r, "%s: copying to %s: %s", path, tmp_path, strerror(-r));
+        return merge_fail(res, r, "%s: copying to %s: %s", path, tmp_path, strerror(-r));
     /* Once the kernel said no, asking again for every shard is pointless. */
     if (fell_back)
         __atomic_store_n(fallback, true, __ATOMIC_RELAXED);
@@ -901,37 +745,44 @@ out:
 static int intent_read(int spool_fd, const char *path, struct intent *ret,
                        struct merge_result *res)
 {
-    _cleanup_close_ int fd = openat(spool_fd, MERGE_INTENT_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd = -1;
     _cleanup_free_ char *buf = NULL;
     const char *why = NULL;
     struct stat st;
+    mode_t mode = 0;
     ssize_t n;
     int r;
 
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return -ENOENT;
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
-    }
+    r = open_regular_at(spool_fd, MERGE_INTENT_NAME, O_NOFOLLOW, &fd, &mode);
+    if (r == -ENOENT)
+        return -ENOENT;
+    if (r == -EISDIR || r == -EBADFD || r == -ELOOP)
+        return merge_fail(res, -EBADMSG,
+                          "%s: not a merge intent (a %s, not a regular file); check it and "
+                          "remove it by hand",
+                          path, r == -ELOOP ? "symbolic link" : file_type_name(mode));
+    if (r < 0)
+        return merge_fail(res, r, "%s: %s", path, strerror(-r));
     if (fstat(fd, &st) < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > INTENT_MAX)
-        return fail(res, -EBADMSG, "%s: not a merge intent (%s); check it and remove it by hand",
-                    path, S_ISREG(st.st_mode) ? "too large" : "not a regular file");
+        return merge_fail(res, -errno, "%s: %s", path, strerror(errno));
+    if ((uint64_t)st.st_size > INTENT_MAX)
+        return merge_fail(res, -EBADMSG,
+                          "%s: not a merge intent (too large); check it and remove it by hand",
+                          path);
     buf = malloc((size_t)st.st_size + 1);
     if (!buf)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     n = read_full(fd, buf, (size_t)st.st_size);
     if (n < 0)
-        return fail(res, (int)n, "%s: %s", path, strerror((int)-n));
+        return merge_fail(res, (int)n, "%s: %s", path, strerror((int)-n));
     r = intent_parse(buf, (size_t)n, ret, &why);
     if (r == -EBADMSG)
-        return fail(res, r,
-                    "%s: %s; cannot tell whether the merge that wrote it published its "
-                    "output, so nothing is changed: check it and remove it by hand",
-                    path, why);
+        return merge_fail(res, r,
+                          "%s: %s; cannot tell whether the merge that wrote it published its "
+                          "output, so nothing is changed: check it and remove it by hand",
+                          path, why);
     if (r < 0)
-        return fail(res, r, "%s: %s", path, strerror(-r));
+        return merge_fail(res, r, "%s: %s", path, strerror(-r));
     return 0;
 }
 
@@ -944,31 +795,31 @@ static int intent_write(int spool_fd, const char *spool, const char *text, size_
     int fd, r;
 
     if (!tmp_path || !path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     /* We hold the lock and removed any leftover, so O_TRUNC clobbers
      * nothing of anyone's. */
     fd = openat(spool_fd, MERGE_INTENT_TMP_NAME,
                 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0)
-        return fail(res, -errno, "%s: cannot create: %s", tmp_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: cannot create: %s", tmp_path, strerror(errno));
     r = write_all(fd, text, len);
     if (r < 0) {
-        r = fail(res, r, "%s: write: %s", tmp_path, strerror(-r));
+        r = merge_fail(res, r, "%s: write: %s", tmp_path, strerror(-r));
         goto fail_fd;
     }
     if (fsync(fd) < 0) {
-        r = fail(res, -errno, "%s: fsync: %s", tmp_path, strerror(errno));
+        r = merge_fail(res, -errno, "%s: fsync: %s", tmp_path, strerror(errno));
         goto fail_fd;
     }
     if (close(fd) < 0) {
         fd = -1;
-        r = fail(res, -errno, "%s: close: %s", tmp_path, strerror(errno));
+        r = merge_fail(res, -errno, "%s: close: %s", tmp_path, strerror(errno));
         goto fail_tmp;
     }
     fd = -1;
     if (renameat(spool_fd, MERGE_INTENT_TMP_NAME, spool_fd, MERGE_INTENT_NAME) < 0) {
-        r = fail(res, -errno, "%s: cannot rename %s to it: %s", path, MERGE_INTENT_TMP_NAME,
-                 strerror(errno));
+        r = merge_fail(res, -errno, "%s: cannot rename %s to it: %s", path, MERGE_INTENT_TMP_NAME,
+                       strerror(errno));
         goto fail_tmp;
     }
     r = fsync_dir_fd(spool_fd);
@@ -976,7 +827,7 @@ static int intent_write(int spool_fd, const char *spool, const char *text, size_
         /* Not durable, so not relied on: nothing was created yet, and an
          * intent that does survive is rolled back by the next merge. */
         (void)unlinkat(spool_fd, MERGE_INTENT_NAME, 0);
-        return fail(res, r, "%s: fsync: %s", spool, strerror(-r));
+        return merge_fail(res, r, "%s: fsync: %s", spool, strerror(-r));
     }
     return 0;
 
@@ -995,13 +846,13 @@ static int intent_remove(int spool_fd, const char *spool, struct merge_result *r
     int r;
 
     if (!path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     if (unlinkat(spool_fd, MERGE_INTENT_NAME, 0) < 0)
-        return fail(res, -errno, "%s: cannot remove: %s", path, strerror(errno));
+        return merge_fail(res, -errno, "%s: cannot remove: %s", path, strerror(errno));
     r = fsync_dir_fd(spool_fd);
     if (r < 0)
-        return fail(res, r, "%s: fsync after removing %s: %s", spool, MERGE_INTENT_NAME,
-                    strerror(-r));
+        return merge_fail(res, r, "%s: fsync after removing %s: %s", spool, MERGE_INTENT_NAME,
+                          strerror(-r));
     return 0;
 }
 
@@ -1014,10 +865,10 @@ static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct merge
     int fd;
 
     if (!path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     fd = openat(spool_fd, MERGE_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
         int e = errno;
         ssize_t n;
@@ -1026,7 +877,7 @@ static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct merge
 
         if (e != EWOULDBLOCK) {
             (void)close(fd); /* never locked; the flock error is the news */
-            return fail(res, -e, "%s: flock: %s", path, strerror(e));
+            return merge_fail(res, -e, "%s: flock: %s", path, strerror(e));
         }
         /* The pid is only for the message; it may be missing or half
          * written if the holder has just started. */
@@ -1040,10 +891,11 @@ static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct merge
                 pid = 0;
         }
         if (pid > 0)
-            return fail(res, -EBUSY, "another logctl merge is running on %s (pid %ld holds %s)",
-                        spool, pid, path);
-        return fail(res, -EBUSY, "another logctl merge is running on %s (it holds %s)", spool,
-                    path);
+            return merge_fail(res, -EBUSY,
+                              "another logctl merge is running on %s (pid %ld holds %s)",
+                              spool, pid, path);
+        return merge_fail(res, -EBUSY, "another logctl merge is running on %s (it holds %s)", spool,
+                          path);
     }
     {
         int len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
@@ -1080,7 +932,8 @@ static int delete_sources(int done_fd, const char *done_path, const struct merge
                 continue;
             r = -errno;
             *ret_deleted = deleted;
-            return fail(res, r, "%s/%s: cannot remove: %s", done_path, v[i].name, strerror(-r));
+            return merge_fail(res, r, "%s/%s: cannot remove: %s", done_path, v[i].name,
+                              strerror(-r));
         }
         deleted++;
         step(opts, MERGE_STEP_SOURCE_DELETED);
@@ -1088,8 +941,8 @@ static int delete_sources(int done_fd, const char *done_path, const struct merge
     *ret_deleted = deleted;
     r = fsync_dir_fd(done_fd);
     if (r < 0)
-        return fail(res, r, "%s: fsync after removing the merged sources: %s", done_path,
-                    strerror(-r));
+        return merge_fail(res, r, "%s: fsync after removing the merged sources: %s", done_path,
+                          strerror(-r));
     step(opts, MERGE_STEP_SOURCES_DELETED);
     return 0;
 }
@@ -1145,48 +998,56 @@ static int verify_published(int dir_fd, const char *out_path, int done_fd, const
                             const struct intent *in, const char *intent_path,
                             struct merge_result *res)
 {
-    _cleanup_close_ int fd = openat(dir_fd, in->output, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK, here and below: whatever is under these names is
+     * looked at, and a FIFO must not stop the merge; reads of a regular
+     * file ignore the flag. */
+    _cleanup_close_ int fd =
+        openat(dir_fd, in->output, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     struct stat st;
     uint64_t off = 0;
 
     if (fd < 0)
-        return fail(res, -errno, "%s: %s", out_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", out_path, strerror(errno));
     if (fstat(fd, &st) < 0)
-        return fail(res, -errno, "%s: %s", out_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", out_path, strerror(errno));
     if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != in->bytes)
-        return fail(res, -EBADMSG,
-                    "%s: the interrupted merge recorded in %s wrote %" PRIu64
-                    " bytes there, but this is %s of %" PRIu64
-                    " bytes; it is not that merge's output, so no source is removed. "
-                    "Move it away (the merge is then rolled back) or check and remove %s",
-                    out_path, intent_path, in->bytes,
-                    S_ISREG(st.st_mode) ? "a file" : "not a regular file", (uint64_t)st.st_size,
-                    intent_path);
+        return merge_fail(res, -EBADMSG,
+                          "%s: the interrupted merge recorded in %s wrote %" PRIu64
+                          " bytes there, but this is %s of %" PRIu64
+                          " bytes; it is not that merge's output, so no source is removed. "
+                          "Move it away (the merge is then rolled back) or check and remove %s",
+                          out_path, intent_path, in->bytes,
+                          S_ISREG(st.st_mode) ? "a file" : "not a regular file",
+                          (uint64_t)st.st_size,
+                          intent_path);
     for (size_t i = 0; i < in->n_sources; i++) {
         const struct merge_source *s = &in->sources[i];
-        _cleanup_close_ int sfd = openat(done_fd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_close_ int sfd =
+            openat(done_fd, s->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         struct stat sst;
         uint64_t at = 0;
         int r;
 
         if (sfd < 0) {
             if (errno != ENOENT)
-                return fail(res, -errno, "%s/%s: %s", done_path, s->name, strerror(errno));
+                return merge_fail(res, -errno, "%s/%s: %s", done_path, s->name, strerror(errno));
             off += s->bytes; /* deleted by the interrupted run, after publishing */
             continue;
         }
         if (fstat(sfd, &sst) < 0)
-            return fail(res, -errno, "%s/%s: %s", done_path, s->name, strerror(errno));
-        r = (uint64_t)sst.st_size == s->bytes ? compare_bytes(sfd, fd, off, s->bytes, &at) : 1;
+            return merge_fail(res, -errno, "%s/%s: %s", done_path, s->name, strerror(errno));
+        r = S_ISREG(sst.st_mode) && (uint64_t)sst.st_size == s->bytes
+                ? compare_bytes(sfd, fd, off, s->bytes, &at)
+                : 1;
         if (r < 0)
-            return fail(res, r, "%s/%s: comparing with %s: %s", done_path, s->name, out_path,
-                        strerror(-r));
+            return merge_fail(res, r, "%s/%s: comparing with %s: %s", done_path, s->name, out_path,
+                              strerror(-r));
         if (r > 0)
-            return fail(res, -EBADMSG,
-                        "%s/%s: differs from the copy at offset %" PRIu64
-                        " of %s (recorded in %s); no source is removed. Check them and "
-                        "remove %s by hand",
-                        done_path, s->name, off + at, out_path, intent_path, intent_path);
+            return merge_fail(res, -EBADMSG,
+                              "%s/%s: differs from the copy at offset %" PRIu64
+                              " of %s (recorded in %s); no source is removed. Check them and "
+                              "remove %s by hand",
+                              done_path, s->name, off + at, out_path, intent_path, intent_path);
         off += s->bytes;
     }
     return 0;
@@ -1205,20 +1066,21 @@ static int recover_from(int spool_fd, const char *spool, int done_fd, const char
     int r;
 
     if (!out_path || !tmp_path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     dir_fd = open(in->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0)
-        return fail(res, -errno,
-                    "%s: an interrupted merge into %s was found, but %s cannot be opened (%s), "
-                    "so whether it was published is unknown and nothing is changed; check, "
-                    "then remove %s by hand",
-                    intent_path, out_path, in->dir, strerror(errno), intent_path);
+        return merge_fail(res, -errno,
+                          "%s: an interrupted merge into %s was found, but %s cannot be "
+                          "opened (%s), "
+                          "so whether it was published is unknown and nothing is changed; check, "
+                          "then remove %s by hand",
+                          intent_path, out_path, in->dir, strerror(errno), intent_path);
     if (fstatat(dir_fd, in->output, &st, AT_SYMLINK_NOFOLLOW) == 0)
         published = true;
     else if (errno == ENOENT)
         published = false;
     else
-        return fail(res, -errno, "%s: %s", out_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", out_path, strerror(errno));
 
     if (published) {
         _cleanup_close_ int fd = -1;
@@ -1229,12 +1091,12 @@ static int recover_from(int spool_fd, const char *spool, int done_fd, const char
                 return r;
         }
         /* The crash may have come before the directory fsync (step 4). */
-        fd = openat(dir_fd, in->output, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        fd = openat(dir_fd, in->output, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         if (fd < 0 || fsync(fd) < 0)
-            return fail(res, -errno, "%s: fsync: %s", out_path, strerror(errno));
+            return merge_fail(res, -errno, "%s: fsync: %s", out_path, strerror(errno));
         r = fsync_dir_fd(dir_fd);
         if (r < 0)
-            return fail(res, r, "%s: fsync: %s", in->dir, strerror(-r));
+            return merge_fail(res, r, "%s: fsync: %s", in->dir, strerror(-r));
         if (in->delete_sources) {
             r = delete_sources(done_fd, done_path, in->sources, in->n_sources, opts, &deleted,
                                res);
@@ -1248,29 +1110,29 @@ static int recover_from(int spool_fd, const char *spool, int done_fd, const char
             if (fstatat(done_fd, in->sources[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
                 continue;
             if (errno != ENOENT)
-                return fail(res, -errno, "%s/%s: %s", done_path, in->sources[i].name,
-                            strerror(errno));
+                return merge_fail(res, -errno, "%s/%s: %s", done_path, in->sources[i].name,
+                                  strerror(errno));
             missing++;
         }
         /* Sources go only after the output was published: if some are gone,
          * the output existed and was moved away since. Rolling back would
          * merge the rest again; finishing would delete data we cannot see. */
         if (missing > 0)
-            return fail(res, -EUCLEAN,
-                        "%s: the interrupted merge it records removed %zu of its sources, "
-                        "so it had published %s, which is now missing; nothing is changed: "
-                        "restore the output, or check and remove %s by hand",
-                        intent_path, missing, out_path, intent_path);
+            return merge_fail(res, -EUCLEAN,
+                              "%s: the interrupted merge it records removed %zu of its sources, "
+                              "so it had published %s, which is now missing; nothing is changed: "
+                              "restore the output, or check and remove %s by hand",
+                              intent_path, missing, out_path, intent_path);
     }
 
     if (unlinkat(dir_fd, in->temp, 0) == 0)
         temp_removed = true;
     else if (errno != ENOENT)
-        return fail(res, -errno, "%s: cannot remove: %s", tmp_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: cannot remove: %s", tmp_path, strerror(errno));
     if (temp_removed) {
         r = fsync_dir_fd(dir_fd);
         if (r < 0)
-            return fail(res, r, "%s: fsync: %s", in->dir, strerror(-r));
+            return merge_fail(res, r, "%s: fsync: %s", in->dir, strerror(-r));
     }
     r = intent_remove(spool_fd, spool, res);
     if (r < 0)
@@ -1296,11 +1158,11 @@ static int recover(int spool_fd, const char *spool, int done_fd, const char *don
     int r;
 
     if (!intent_path || !tmp_path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     /* An intent that never got its final name: the merge that wrote it
      * had not created its temp file yet. */
     if (unlinkat(spool_fd, MERGE_INTENT_TMP_NAME, 0) < 0 && errno != ENOENT)
-        return fail(res, -errno, "%s: cannot remove: %s", tmp_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: cannot remove: %s", tmp_path, strerror(errno));
     r = intent_read(spool_fd, intent_path, &in, res);
     if (r == -ENOENT)
         return 0;
@@ -1341,10 +1203,10 @@ static int default_output_dir(const char *spool, char **ret_path, struct merge_r
     int r;
 
     if (!merged)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     r = mkdir_if_missing(merged, 0750);
     if (r < 0) {
-        r = fail(res, r, "%s: cannot create: %s", merged, strerror(-r));
+        r = merge_fail(res, r, "%s: cannot create: %s", merged, strerror(-r));
         free(merged);
         return r;
     }
@@ -1352,7 +1214,7 @@ static int default_output_dir(const char *spool, char **ret_path, struct merge_r
     r = fsync_dir_path(spool);
     if (r < 0) {
         free(merged);
-        return fail(res, r, "%s: fsync: %s", spool, strerror(-r));
+        return merge_fail(res, r, "%s: fsync: %s", spool, strerror(-r));
     }
     *ret_path = merged;
     return 0;
@@ -1373,7 +1235,7 @@ static int default_output_name(int dir_fd, const char *dir, char **ret_base,
 
     (void)clock_gettime(CLOCK_REALTIME, &ts); /* cannot fail for this clock */
     if (!gmtime_r(&ts.tv_sec, &tm) || strftime(date, sizeof(date), "%Y%m%dT%H%M%S", &tm) == 0)
-        return fail(res, -EOVERFLOW, "cannot format the current time");
+        return merge_fail(res, -EOVERFLOW, "cannot format the current time");
     for (unsigned n = 0; n < 1000; n++) {
         struct stat st;
         char *base;
@@ -1384,7 +1246,7 @@ static int default_output_name(int dir_fd, const char *dir, char **ret_base,
         else
             k = asprintf(&base, "merged-%s.%09ldZ-%u.lsm", date, (long)ts.tv_nsec, n);
         if (k < 0)
-            return fail(res, -ENOMEM, "out of memory");
+            return merge_fail(res, -ENOMEM, "out of memory");
         if (fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno == ENOENT) {
                 *ret_base = base;
@@ -1392,11 +1254,11 @@ static int default_output_name(int dir_fd, const char *dir, char **ret_base,
             }
             k = -errno;
             free(base);
-            return fail(res, k, "%s: %s", dir, strerror(-k));
+            return merge_fail(res, k, "%s: %s", dir, strerror(-k));
         }
         free(base);
     }
-    return fail(res, -EEXIST, "%s: no free output name for the time %s", dir, date);
+    return merge_fail(res, -EEXIST, "%s: no free output name for the time %s", dir, date);
 }
 
 static bool keep_producer(const struct merge_source *s, const struct merge_opts *opts)
@@ -1475,14 +1337,15 @@ struct check_share {
     const char *done_path;
     struct merge_source *sources;
     size_t n, first, keep_open;
-    bool verify;
     size_t *first_bad; /* shared: the lowest index that failed */
     struct share_outcome out;
 };
 
-/* Checks sources first, first + 2, ... of the share, until one fails or
- * the other share failed at a lower index: every source before the first
- * bad one is checked, so the error is the one a check in order gives. */
+/* Checks sources first, first + 2, ... of the share. A damaged source is
+ * only marked (merge_set_aside deals with it afterwards); what stops the
+ * share is an error that stops the whole merge (out of memory or of file
+ * descriptors), here or in the other share at a lower index, so that the
+ * error is the one a check in order gives. */
 static void *check_share_run(void *arg)
 {
     struct check_share *c = arg;
@@ -1493,8 +1356,8 @@ static void *check_share_run(void *arg)
 
         if (i > __atomic_load_n(c->first_bad, __ATOMIC_RELAXED))
             break;
-        r = validate_source(c->done_fd, c->done_path, &c->sources[i], c->verify,
-                            i < c->keep_open, &c->out.errors);
+        r = merge_check_source(c->done_fd, c->done_path, &c->sources[i], i < c->keep_open,
+                               &c->out.errors);
         if (r < 0) {
             share_failed(&c->out, c->first_bad, i, r);
             break;
@@ -1505,11 +1368,11 @@ static void *check_share_run(void *arg)
 
 /* The check pass, the even sources on this thread and the odd ones on a
  * second one. Returns 1 when every source was checked, 0 when no thread
- * could be started (the caller checks them itself), or the error of the
- * first bad source in output order, as if they had been checked one by
- * one, with res->error set. */
+ * could be started (the caller checks them itself), or the error that
+ * stopped the merge at the lowest source in output order, as if they had
+ * been checked one by one, with res->error set. */
 static int check_in_parallel(int done_fd, const char *done_path, struct merge_result *res,
-                             bool verify, size_t keep_open)
+                             size_t keep_open)
 {
     size_t first_bad = SIZE_MAX;
     struct check_share share[2];
@@ -1519,7 +1382,7 @@ static int check_in_parallel(int done_fd, const char *done_path, struct merge_re
         share[k] = (struct check_share){ .done_fd = done_fd, .done_path = done_path,
                                          .sources = res->sources, .n = res->n_sources,
                                          .first = (size_t)k, .keep_open = keep_open,
-                                         .verify = verify, .first_bad = &first_bad };
+                                         .first_bad = &first_bad };
     (void)crc32c(NULL, 0); /* its one-time set-up, before two threads use it */
     if (pthread_create(&thread, NULL, check_share_run, &share[1]) != 0)
         return 0;
@@ -1735,19 +1598,19 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
 
     memset(res, 0, sizeof(*res));
     if (!opts->spool)
-        return fail(res, -EINVAL, "no spool directory given");
+        return merge_fail(res, -EINVAL, "no spool directory given");
 
     spool_fd = open(opts->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (spool_fd < 0)
-        return fail(res, -errno, "%s: %s", opts->spool, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", opts->spool, strerror(errno));
     done_path = path_join(opts->spool, "done");
     if (!done_path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     /* done/ first, so that pointing merge at a directory that is no spool
      * fails without leaving a lock file there. */
     done_fd = openat(spool_fd, "done", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (done_fd < 0)
-        return fail(res, -errno, "%s: %s", done_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", done_path, strerror(errno));
     r = lock_spool(spool_fd, opts->spool, &lock_fd, res);
     if (r < 0)
         return r;
@@ -1757,9 +1620,14 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
 
     r = merge_list_sources(done_fd, &res->sources, &res->n_sources);
     if (r < 0)
-        return fail(res, r, "%s: cannot list: %s", done_path, strerror(-r));
+        return merge_fail(res, r, "%s: cannot list: %s", done_path, strerror(-r));
     if (opts->producer)
         keep_sources(res, keep_producer, opts);
+    /* Anything else under a shard name is reported, never opened. */
+    r = merge_note_not_regular(done_fd, done_path, opts->producer, res);
+    if (r < 0)
+        return r;
+    merge_sort_problems(res);
     if (res->n_sources == 0)
         return 0;
 
@@ -1774,14 +1642,13 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     keep_open = open_sources_budget(res->n_sources);
     reserve_fds(spool_fd, res->n_sources < keep_open ? res->n_sources : keep_open);
     if (!opts->progress && res->n_sources >= CHECK_PARALLEL_MIN) {
-        r = check_in_parallel(done_fd, done_path, res, opts->verify, keep_open);
+        r = check_in_parallel(done_fd, done_path, res, keep_open);
         if (r < 0)
             return r;
         checked = r > 0;
     }
     for (size_t i = 0; i < res->n_sources && !checked; i++) {
-        r = validate_source(done_fd, done_path, &res->sources[i], opts->verify,
-                            i < keep_open, res);
+        r = merge_check_source(done_fd, done_path, &res->sources[i], i < keep_open, res);
         if (r < 0)
             return r;
         if (opts->progress) {
@@ -1792,6 +1659,12 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
             opts->progress(&prog, opts->userdata);
         }
     }
+    /* Before anything is written: what failed the check goes to
+     * quarantine/ (or stays, when it could not be read) and out of the list. */
+    r = merge_set_aside(spool_fd, opts->spool, done_fd, done_path, res);
+    merge_sort_problems(res);
+    if (r < 0)
+        return r;
     /* --before needs every record's time, which only the check pass read. */
     if (opts->before_ns)
         keep_sources(res, keep_before, opts);
@@ -1810,9 +1683,9 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     if (opts->output) {
         r = split_output(opts->output, &out_dir, &out_base);
         if (r == -EISDIR)
-            return fail(res, -EINVAL, "%s: the output must name a file", opts->output);
+            return merge_fail(res, -EINVAL, "%s: the output must name a file", opts->output);
         if (r < 0)
-            return fail(res, r, "out of memory");
+            return merge_fail(res, r, "out of memory");
     } else {
         r = default_output_dir(opts->spool, &out_dir, res);
         if (r < 0)
@@ -1820,7 +1693,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     }
     dir_fd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0)
-        return fail(res, -errno, "%s: %s", out_dir, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", out_dir, strerror(errno));
     if (!opts->output) {
         r = default_output_name(dir_fd, out_dir, &out_base, res);
         if (r < 0)
@@ -1828,35 +1701,35 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     }
     out_path = opts->output ? strdup(opts->output) : path_join(out_dir, out_base);
     if (!out_path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     /* Only a courtesy, to fail before copying: publish() is what really
      * guarantees that nothing is replaced. */
     if (fstatat(dir_fd, out_base, &st, AT_SYMLINK_NOFOLLOW) == 0)
-        return fail(res, -EEXIST, "%s: already exists; refusing to overwrite it", out_path);
+        return merge_fail(res, -EEXIST, "%s: already exists; refusing to overwrite it", out_path);
     if (errno != ENOENT)
-        return fail(res, -errno, "%s: %s", out_path, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", out_path, strerror(errno));
     /* The intent must find the output again from any working directory. */
     abs_dir = realpath(out_dir, NULL);
     if (!abs_dir)
-        return fail(res, -errno, "%s: %s", out_dir, strerror(errno));
+        return merge_fail(res, -errno, "%s: %s", out_dir, strerror(errno));
 
     if (asprintf(&tmp_name, ".%s.%ld.tmp", out_base, (long)getpid()) < 0) {
         tmp_name = NULL;
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
     }
     tmp_path = path_join(out_dir, tmp_name);
     if (!tmp_path)
-        return fail(res, -ENOMEM, "out of memory");
+        return merge_fail(res, -ENOMEM, "out of memory");
 
     /* Step 1: nothing is created in the output's directory before the
      * intent that names it is durable. */
     r = intent_format(opts->delete_sources, abs_dir, out_base, tmp_name, res->sources,
                       res->n_sources, &intent_text, &intent_len);
     if (r == -EFBIG)
-        return fail(res, r, "%s/%s: too many sources (%zu) for one merge", opts->spool,
-                    MERGE_INTENT_NAME, res->n_sources);
+        return merge_fail(res, r, "%s/%s: too many sources (%zu) for one merge", opts->spool,
+                          MERGE_INTENT_NAME, res->n_sources);
     if (r < 0)
-        return fail(res, r, "out of memory");
+        return merge_fail(res, r, "out of memory");
     r = intent_write(spool_fd, opts->spool, intent_text, intent_len, res);
     if (r < 0)
         return r;
@@ -1866,7 +1739,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     /* Step 2. */
     out_fd = openat(dir_fd, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (out_fd < 0) {
-        r = fail(res, -errno, "%s: cannot create: %s", tmp_path, strerror(errno));
+        r = merge_fail(res, -errno, "%s: cannot create: %s", tmp_path, strerror(errno));
         /* A file already under the temp name is not ours: it must not be
          * removed, so the intent naming it goes without the clean-up. */
         if (r == -EEXIST) {
@@ -1896,8 +1769,8 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
         if (opts->before_copy) {
             r = opts->before_copy(&res->sources[i], opts->userdata);
             if (r < 0) {
-                r = fail(res, r, "%s: merge stopped before copying %s: %s", out_path,
-                         res->sources[i].name, strerror(-r));
+                r = merge_fail(res, r, "%s: merge stopped before copying %s: %s", out_path,
+                               res->sources[i].name, strerror(-r));
                 goto fail_tmp;
             }
         }
@@ -1924,13 +1797,13 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     /* Data first, then the name: otherwise a crash could leave the final
      * name on a file whose blocks were never written. */
     if (fsync(out_fd) < 0) {
-        r = fail(res, -errno, "%s: fsync: %s", tmp_path, strerror(errno));
+        r = merge_fail(res, -errno, "%s: fsync: %s", tmp_path, strerror(errno));
         goto fail_tmp;
     }
     r = close(out_fd);
     out_fd = -1;
     if (r < 0) {
-        r = fail(res, -errno, "%s: close: %s", tmp_path, strerror(errno));
+        r = merge_fail(res, -errno, "%s: close: %s", tmp_path, strerror(errno));
         goto fail_tmp;
     }
     step(opts, MERGE_STEP_COPIED);
@@ -1939,11 +1812,11 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     tried_publish = true;
     r = publish(dir_fd, tmp_name, out_base, &temp_left);
     if (r == -EEXIST) {
-        r = fail(res, r, "%s: already exists; refusing to overwrite it", out_path);
+        r = merge_fail(res, r, "%s: already exists; refusing to overwrite it", out_path);
         goto fail_tmp;
     }
     if (r < 0) {
-        r = fail(res, r, "%s: cannot rename %s to it: %s", out_path, tmp_name, strerror(-r));
+        r = merge_fail(res, r, "%s: cannot rename %s to it: %s", out_path, tmp_name, strerror(-r));
         goto fail_tmp;
     }
     step(opts, MERGE_STEP_PUBLISHED);
@@ -1957,11 +1830,11 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     /* Step 4. */
     r = fsync_dir_fd(dir_fd);
     if (r < 0)
-        return fail(res, r,
-                    "%s: written, but fsync of its directory %s failed: %s; it may not "
-                    "survive a crash (the sources are untouched, and %s/%s is kept so the "
-                    "next merge syncs again before it finishes)",
-                    res->output_path, out_dir, strerror(-r), opts->spool, MERGE_INTENT_NAME);
+        return merge_fail(res, r,
+                          "%s: written, but fsync of its directory %s failed: %s; it may not "
+                          "survive a crash (the sources are untouched, and %s/%s is kept so the "
+                          "next merge syncs again before it finishes)",
+                          res->output_path, out_dir, strerror(-r), opts->spool, MERGE_INTENT_NAME);
     /* Step 5. */
     if (opts->delete_sources) {
         r = delete_sources(done_fd, done_path, res->sources, res->n_sources, opts, &res->deleted,
@@ -1970,10 +1843,10 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
             return r;
     }
     if (temp_left)
-        return fail(res, -EEXIST,
-                    "%s: written, but its temp name %s could not be removed; the next merge "
-                    "removes it",
-                    res->output_path, tmp_path);
+        return merge_fail(res, -EEXIST,
+                          "%s: written, but its temp name %s could not be removed; the next merge "
+                          "removes it",
+                          res->output_path, tmp_path);
     /* Step 6. */
     return intent_remove(spool_fd, opts->spool, res);
 
@@ -2007,5 +1880,6 @@ void merge_result_free(struct merge_result *r)
     free(r->recovery_output);
     free(r->recovery_temp);
     free(r->error);
+    merge_problems_free(r->problems, r->n_problems);
     memset(r, 0, sizeof(*r));
 }

@@ -1,5 +1,6 @@
-/* logctl merge as a library: list the sealed shards of a spool, check every
- * one with the shard reader, and copy them back to back into one new file
+/* logctl merge as a library: list the sealed shards of a spool, read every
+ * record of every one through the shard reader, move a damaged one to
+ * <spool>/quarantine/, and copy the others back to back into one new file
  * that appears under its final name only once it is complete and synced;
  * optionally (--delete) remove the merged sources once the output is
  * durable. An intent file and a lock make a merge killed at any instant and
@@ -33,6 +34,13 @@ struct merge_source {
     dev_t dev;
     ino_t ino;
     int fd; /* the file opened by the check, kept for the copy; -1: closed */
+    /* What the check found wrong: 0, or the negative errno that keeps the
+     * source out of the merge (-EBADMSG or -ENODATA: damaged; anything else:
+     * it could not be read), with the offset of the first bad byte
+     * (UINT64_MAX when there is none) and the reason, owned. */
+    int bad;
+    uint64_t bad_offset;
+    char *bad_why;
 };
 
 /* Parses a done/ file name. Returns 0 and fills ret_producer (at least
@@ -104,8 +112,6 @@ struct merge_opts {
     bool delete_sources; /* --delete: unlink the merged sources once the
                             output is durable */
     bool force_fallback; /* skip copy_file_range (tests; odd filesystems) */
-    bool verify;         /* --verify: read every record of every source before
-                            copying, not only the ends of sealed shards */
     /* Optional: called after every source was checked, before each one is
      * copied. A negative return aborts the merge with that error (e.g.
      * -ECANCELED on a signal); the temp file is removed and no output is
@@ -128,6 +134,28 @@ enum merge_recovery {
                                    was removed, the sources kept */
 };
 
+/* A file of done/ that was not merged, and what became of it. */
+enum merge_problem_kind {
+    MERGE_PROBLEM_DAMAGED = 1, /* not one valid shard of its name (a bad record,
+                                  header or trailer, cut short, empty, not a
+                                  shard at all): moved to quarantine/ unchanged */
+    MERGE_PROBLEM_UNREADABLE,  /* opening or reading it failed (permissions,
+                                  an I/O error), or it changed while it was
+                                  read: left in done/ */
+    MERGE_PROBLEM_NOT_REGULAR, /* a FIFO, directory, symlink, socket or device
+                                  under a shard name: never opened, left in done/ */
+};
+
+struct merge_problem {
+    enum merge_problem_kind kind;
+    char *name;           /* the file's name in done/ */
+    uint64_t offset;      /* where the damage starts; UINT64_MAX: no offset */
+    char *why;            /* what is wrong with it */
+    char *quarantined_as; /* its name in quarantine/ now; NULL: still in done/ */
+    int move_error;       /* a damaged file that could not be moved: the
+                             negative errno of the move (it stays in done/) */
+};
+
 struct merge_result {
     char *output_path;             /* the file written; NULL when none was */
     size_t shards;                 /* shards merged */
@@ -143,6 +171,8 @@ struct merge_result {
     size_t recovery_deleted;       /* sources it listed that were removed now */
     char *error;                   /* on failure: "<file>: <reason>", or NULL
                                       when even that could not be allocated */
+    struct merge_problem *problems; /* files of done/ not merged, in name order */
+    size_t n_problems;
 };
 
 /* Runs one merge. *ret is always initialised (call merge_result_free after).
@@ -151,11 +181,16 @@ struct merge_result {
  * another merge holds it. Then, when <spool>/merge.intent exists, it
  * finishes or rolls back the merge that wrote it (ret->recovery says which);
  * when that cannot be done safely it returns an error and changes nothing.
- * Then it merges what is in done/ now.
+ * Then it merges what is in done/ now: every record of every source is
+ * read and checked first; a damaged source is moved to <spool>/quarantine/
+ * (created when needed) and left out, and so is, left in place, one that
+ * cannot be read or is not a regular file. Each is listed in
+ * ret->problems; the rest is merged as usual.
  *
  * Returns 0 when the output is written and durable (and, with
  * delete_sources, the sources are removed), or when there was nothing to
- * merge (shards == 0, no file and no directory created); otherwise a
+ * merge (shards == 0, no file and no directory created), whether or not
+ * ret->problems lists files that were left out; otherwise a
  * negative errno with ret->error set. ret->output_path is set only when the
  * output exists: then the failure came after publishing (a directory fsync,
  * or removing a source), and merge.intent is left in place so the next merge
