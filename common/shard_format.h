@@ -147,12 +147,58 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret);
  * no amount of waiting repairs. */
 int shard_reader_continue(struct shard_reader *r);
 
+/* What shard_reader_skip_damage() stepped over. */
+struct shard_skip {
+    uint64_t offset;  /* where the damage begins: the end of the last valid item */
+    uint64_t bytes;   /* how many bytes from there were skipped (0 only for an
+                         empty file) */
+    uint64_t records; /* 1 when exactly one record with intact framing was
+                         skipped, 0 when the reader resynchronised */
+    const char *why;  /* what is wrong at offset (a static string) */
+    bool resync;      /* the reader scanned for the next shard header */
+    bool torn;        /* the file ends inside an item and nothing valid follows
+                         it: a torn tail rather than damaged bytes */
+    bool in_shard;    /* the damage begins inside the shard of header (after
+                         its valid header, before its trailer) */
+    struct shard_header header; /* that shard, when in_shard */
+};
+
+/* For shard_reader_skip_damage(): the file may still grow (an active shard
+ * being followed), so an item that the end of the file cuts short is not
+ * yet damage. */
+#define SHARD_SKIP_GROWING 1u
+
+/* Salvage: after shard_reader_next() returned -EBADMSG or -ENODATA, moves
+ * the reader past the damage so that the next shard_reader_next() returns
+ * the next valid item, and says in *ret what was skipped.
+ *
+ * A record whose length is in range but whose CRC does not match is skipped
+ * alone when the bytes right after it are a valid item (a record with a
+ * matching CRC, the shard's seal trailer, whose length and record count
+ * must then add up with the skipped record counted, a shard header) or the
+ * exact end of the file: its framing is intact. Any other damage (a bad
+ * length, header or trailer, or a length that runs past the end of the
+ * file) is resynchronised at the next valid shard header, searched from the
+ * byte after the damaged item's start, since a bad length may point
+ * anywhere; without one, the damage runs to the end of the file.
+ *
+ * Returns 1 when reading goes on at ret->offset + ret->bytes, 0 when the
+ * damage runs to the end of the file (shard_reader_next() then returns 0),
+ * -EAGAIN with SHARD_SKIP_GROWING when deciding needs bytes not yet written
+ * (always so for -ENODATA: the reader stays at the damage; call again once
+ * the file grew), -EINVAL when the reader is not stopped at damage, or the
+ * error that stopped it (a read error) or of reading or seeking fd, which
+ * must be seekable. On failure the reader keeps its error and *ret is
+ * untouched. Recovery does not use this: it keeps the valid prefix. */
+int shard_reader_skip_damage(struct shard_reader *r, unsigned flags, struct shard_skip *ret);
+
 /* Where the last error was found (the offset of the first byte that is not
  * part of a valid item, i.e. the length of the valid prefix) and why. */
 void shard_reader_error(const struct shard_reader *r, uint64_t *ret_offset,
                         const char **ret_why);
 
 /* The number of records returned so far and the offset just past the last
- * complete item (the valid prefix so far). */
+ * complete item (the valid prefix so far; after a skip, where reading goes
+ * on). */
 uint64_t shard_reader_records(const struct shard_reader *r);
 uint64_t shard_reader_valid_end(const struct shard_reader *r);

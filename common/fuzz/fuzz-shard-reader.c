@@ -8,10 +8,19 @@
  * offset 0, the valid prefix (shard_reader_valid_end) never passes the file
  * size and ends exactly at the file size after a clean end, and an error is
  * sticky and reported at the valid end. Recovery truncates a torn shard to
- * that valid end, so a wrong value there would cut acknowledged records. */
+ * that valid end, so a wrong value there would cut acknowledged records.
+ *
+ * Then the same file is read again as logctl cat and verify salvage it,
+ * skipping every damage with shard_reader_skip_damage: items and skipped
+ * spans then tile the file exactly (each skip begins where the last item
+ * ended and reading goes on where it ends), every skip makes progress, so
+ * the loop ends after at most one skip per byte, and a trailer after a
+ * skipped record counts it. The growing mode (cat --follow) is run too: it
+ * may stop earlier with -EAGAIN but must not return anything else. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 #include "shard_format.h"
@@ -58,6 +67,92 @@ static void check_trailer_item(const struct shard_item *it, const uint8_t *data,
     FUZZ_CHECK(t->records == shard_records);
     for (uint32_t i = 8; i < it->len - SHARD_TRAILER_TAIL; i++)
         FUZZ_CHECK(data[it->offset + i] == 0);
+}
+
+/* Reads the whole file through, skipping damage; flags as for
+ * shard_reader_skip_damage. */
+static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
+{
+    struct shard_reader *r = NULL;
+    struct shard_item it;
+    struct shard_skip skip;
+    uint64_t expect = 0, records = 0, shard_start = 0, shard_records = 0;
+    uint64_t skips = 0;
+    bool sealed = false, in_shard = false;
+    int rc;
+
+    FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    FUZZ_CHECK(shard_reader_new(&r, fd) == 0 && r);
+    for (;;) {
+        memset(&it, 0xa5, sizeof(it));
+        rc = shard_reader_next(r, &it);
+        if (rc < 0) {
+            FUZZ_CHECK(rc == -EBADMSG || rc == -ENODATA);
+            memset(&skip, 0xa5, sizeof(skip));
+            rc = shard_reader_skip_damage(r, flags, &skip);
+            if (rc == -EAGAIN) {
+                FUZZ_CHECK(flags & SHARD_SKIP_GROWING);
+                /* The reader stays where it was, error and all. */
+                FUZZ_CHECK(shard_reader_valid_end(r) == expect);
+                break;
+            }
+            FUZZ_CHECK(rc == 0 || rc == 1);
+            FUZZ_CHECK(++skips <= size + 1);
+            FUZZ_CHECK(skip.offset == expect);
+            FUZZ_CHECK(skip.why && *skip.why);
+            FUZZ_CHECK(skip.bytes <= size - expect);
+            FUZZ_CHECK(skip.bytes > 0 || (size == 0 && rc == 0));
+            FUZZ_CHECK(skip.records <= 1);
+            FUZZ_CHECK(skip.records == 0 || (!skip.resync && skip.in_shard && in_shard));
+            if (skip.in_shard)
+                FUZZ_CHECK(in_shard &&
+                           wire_check_producer_name(skip.header.producer,
+                                                    skip.header.producer_len) == 0);
+            expect += skip.bytes;
+            shard_records += skip.records;
+            FUZZ_CHECK(shard_reader_valid_end(r) == expect);
+            if (rc == 0) {
+                FUZZ_CHECK(expect == size);
+                FUZZ_CHECK(shard_reader_next(r, &it) == 0);
+                break;
+            }
+            if (skip.resync) {
+                /* A valid shard header is next. */
+                FUZZ_CHECK(size - expect >= SHARD_MAGIC_SIZE &&
+                           memcmp(data + expect, SHARD_MAGIC, SHARD_MAGIC_SIZE) == 0);
+                in_shard = false;
+            }
+            continue;
+        }
+        if (rc == 0) {
+            FUZZ_CHECK(expect == size);
+            break;
+        }
+        FUZZ_CHECK(rc == 1 && it.offset == expect);
+        if (it.kind == SHARD_ITEM_HEADER) {
+            check_header_item(&it, data, size);
+            expect += it.header->header_len;
+            shard_start = it.offset;
+            shard_records = 0;
+            sealed = false;
+            in_shard = true;
+        } else if (it.kind == SHARD_ITEM_TRAILER) {
+            FUZZ_CHECK(in_shard && !sealed);
+            check_trailer_item(&it, data, size, shard_start, shard_records);
+            expect += it.len;
+            sealed = true;
+            in_shard = false;
+        } else {
+            FUZZ_CHECK(it.kind == SHARD_ITEM_RECORD && in_shard && !sealed);
+            check_record_item(&it, data, size);
+            expect += SHARD_RECORD_HEADER + (uint64_t)it.len;
+            records++;
+            shard_records++;
+        }
+        FUZZ_CHECK(shard_reader_valid_end(r) == expect);
+        FUZZ_CHECK(shard_reader_records(r) == records);
+    }
+    shard_reader_free(r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -125,5 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(shard_reader_valid_end(r) == expect);
     }
     shard_reader_free(r);
+    salvage(fd, data, size, 0);
+    salvage(fd, data, size, SHARD_SKIP_GROWING);
     return 0;
 }
