@@ -519,6 +519,22 @@ static int check_next_item(struct shard_reader *r, uint64_t records)
                                                                              : NEXT_INVALID;
 }
 
+/* Whether a valid shard header lies wholly within the len bytes at p. */
+static bool span_has_header(const unsigned char *p, size_t len)
+{
+    const unsigned char *end = p + len, *hit;
+
+    while ((hit = memmem(p, (size_t)(end - p), SHARD_MAGIC, SHARD_MAGIC_SIZE)) != NULL) {
+        struct shard_header h;
+        const char *why = NULL;
+
+        if (shard_decode_header(hit, (size_t)(end - hit), &h, &why) == 0)
+            return true;
+        p = hit + 1;
+    }
+    return false;
+}
+
 /* Moves the reader forward to the next valid shard header at or after its
  * position. Returns 1 with the reader there, 0 with the reader at the end
  * of the file when there is none, or a negative errno. The search reads the
@@ -591,11 +607,21 @@ int shard_reader_skip_damage(struct shard_reader *r, unsigned flags, struct shar
     }
 
     if (r->error == -EBADMSG && r->error_len > 0) {
-        /* Only the CRC failed: the record is whole in the buffer. Its
-         * length is trusted only when a valid item follows it, since a
-         * flipped bit in the length is a CRC failure too. */
-        uint64_t end = from + SHARD_RECORD_HEADER + r->error_len;
+        /* Only the CRC failed. The record's length is trusted only when a
+         * valid item follows it, since a flipped bit in the length is a
+         * CRC failure too. (After an -EAGAIN the record is buffered anew.) */
+        size_t size = SHARD_RECORD_HEADER + (size_t)r->error_len;
+        uint64_t end = from + size;
+        ssize_t avail = reader_fill(r, size);
 
+        if (avail < 0) {
+            rc = (int)avail;
+            goto fail;
+        }
+        /* A length that reaches into a later shard can land on one of its
+         * record boundaries; the shard header it passes gives it away. */
+        if ((size_t)avail < size || span_has_header(r->buf + r->start + 1, size - 1))
+            goto resync;
         rc = reader_seek(r, end);
         if (rc == 0)
             rc = check_next_item(r, r->shard_records + 1);
@@ -615,6 +641,7 @@ int shard_reader_skip_damage(struct shard_reader *r, unsigned flags, struct shar
         }
     }
 
+resync:
     /* The framing is lost. The damaged item's own length may be what is
      * wrong, so the search starts right after its first byte. */
     rc = reader_seek(r, from + 1);
