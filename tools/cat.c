@@ -2,10 +2,15 @@
  * spool, one per line, or one JSON object per line.
  *
  * It reads through the same shard reader as merge and recovery, so what cat
- * prints is exactly what the rest of the project considers valid. On a bad
- * file it prints the valid prefix first, then names the file, the offset and
- * the reason, and goes on with the next file: a damaged file should not hide
- * the good ones. Payloads are written as they are (binary-safe); a payload
+ * prints is exactly what the rest of the project considers valid. Damage
+ * costs only the damage: the reader skips a bad record alone when its
+ * framing holds, else resynchronises at the next shard header of a merged
+ * file (shard_reader_skip_damage), and cat names the file, offset, shard
+ * and bytes of every skip on stderr, after what was printed before it, and
+ * exits 1. Skips are never written to standard output, not even with
+ * --json: it carries records only. A file that is not a regular file (a
+ * FIFO, a device) is never opened for reading, which could block forever;
+ * it is reported and skipped. Payloads are written as they are (binary-safe); a payload
  * that itself contains '\n' therefore spans lines, which is the documented
  * price of the plain line format. --json has no such price: every payload
  * is one JSON string, or base64 when it is not UTF-8.
@@ -80,12 +85,14 @@ static void cat_help(void)
            "\"10:00\" (today), \"today\", \"yesterday\", \"now\", relative \"-1h\", \"-30m\",\n"
            "\"-2d\", \"1h ago\", or \"@UNIXTIME\"; local time unless it ends in Z or UTC.\n"
            "\n"
-           "A damaged file is printed up to its last valid record, then the file,\n"
-           "offset and reason are reported on standard error and cat goes on with\n"
-           "the next file.\n"
-           "Exit status: 0 all files valid, 1 a file was missing or damaged or output\n"
-           "failed, 2 usage error or the spool could not be read for lack of\n"
-           "permission.\n");
+           "Damage costs only the damaged records: a bad record is skipped alone when\n"
+           "its framing holds, otherwise reading resumes at the next shard of a merged\n"
+           "file. Every skip is reported on standard error with the file, offset,\n"
+           "shard, bytes skipped and reason, and cat goes on. A FIFO, device or\n"
+           "directory where a shard should be is reported and skipped, never read.\n"
+           "Exit status: 0 all files valid, 1 a file was missing, damaged or not a\n"
+           "regular file, or output failed, 2 usage error or the spool could not be\n"
+           "read for lack of permission.\n");
 }
 
 bool cat_wants_producer(const struct cat_opts *o, const char *producer)
@@ -162,15 +169,64 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
     return 0;
 }
 
-/* Prints the wanted records of the file open as fd (shown as path). A torn
- * tail is no error when it is being written (torn_ok). Returns 0 when the
- * file was valid, or a negative errno when it was damaged (reported here);
- * when standard output fails, *ret_out_err gets the errno. */
-static int cat_fd(int fd, const char *path, const struct cat_opts *o, bool torn_ok,
+int cat_read(struct shard_reader *reader, const char *path, const struct cat_opts *o,
+             unsigned skip_flags, bool print, bool *ret_damaged, int *ret_out_err)
+{
+    struct shard_item item;
+    struct shard_skip skip;
+    int r;
+
+    for (;;) {
+        char what[LOGCTL_SKIP_TEXT_MAX];
+
+        r = shard_reader_next(reader, &item);
+        if (r > 0) {
+            if (item.kind != SHARD_ITEM_RECORD || !print)
+                continue;
+            r = cat_print_record(o, &item);
+            if (r < 0) {
+                *ret_out_err = -r;
+                return r;
+            }
+            continue;
+        }
+        if (r == 0)
+            return 0;
+        if (r == -ENODATA && (skip_flags & SHARD_SKIP_GROWING))
+            return r; /* being written */
+        if (r == -EBADMSG || r == -ENODATA)
+            r = shard_reader_skip_damage(reader, skip_flags, &skip);
+        if (r == -EAGAIN)
+            return r;
+        /* What was valid goes out before the complaint about what was not. */
+        fflush(stdout);
+        if (r < 0) {
+            uint64_t off;
+            const char *why;
+
+            shard_reader_error(reader, &off, &why);
+            fprintf(stderr, "logctl: cat: %s: %s at offset %" PRIu64 ": %s\n", path,
+                    why ? why : "error", off, strerror(-r));
+            return r;
+        }
+        logctl_describe_skip(&skip, r == 0, what, sizeof(what));
+        fprintf(stderr, "logctl: cat: %s: %s\n", path, what);
+        *ret_damaged = true;
+        if (r == 0)
+            return 1;
+    }
+}
+
+/* Prints the wanted records of the file open as fd (shown as path), going
+ * on past damage. A file being written (active) may end in a torn record,
+ * which is no damage. Returns 0 when the file was valid, 1 when damage was
+ * found (reported here), or a negative errno (reported here unless standard
+ * output failed: then *ret_out_err is set). */
+static int cat_fd(int fd, const char *path, const struct cat_opts *o, bool active,
                   int *ret_out_err)
 {
     struct shard_reader *reader = NULL;
-    struct shard_item item;
+    bool damaged = false;
     int r;
 
     r = shard_reader_new(&reader, fd);
@@ -178,46 +234,55 @@ static int cat_fd(int fd, const char *path, const struct cat_opts *o, bool torn_
         fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
         return r;
     }
-    while ((r = shard_reader_next(reader, &item)) > 0) {
-        if (item.kind != SHARD_ITEM_RECORD)
-            continue;
-        r = cat_print_record(o, &item);
-        if (r < 0) {
-            *ret_out_err = -r;
-            shard_reader_free(reader);
-            return r;
-        }
-    }
-    if (r == -ENODATA && torn_ok)
-        r = 0;
-    if (r < 0) {
+    r = cat_read(reader, path, o, active ? SHARD_SKIP_GROWING : 0, true, &damaged, ret_out_err);
+    if (r == -ENODATA) {
+        r = 0; /* the record being written */
+    } else if (r == -EAGAIN) {
         uint64_t off;
         const char *why;
 
         shard_reader_error(reader, &off, &why);
-        /* What was valid goes out before the complaint about what was not. */
         fflush(stdout);
-        if (r == -EBADMSG || r == -ENODATA)
-            fprintf(stderr, "logctl: cat: %s: %s at offset %" PRIu64 "\n", path,
-                    why ? why : strerror(-r), off);
-        else
-            fprintf(stderr, "logctl: cat: %s: %s at offset %" PRIu64 ": %s\n", path,
-                    why ? why : "error", off, strerror(-r));
+        fprintf(stderr,
+                "logctl: cat: %s: %s at offset %" PRIu64 "; what follows is still being "
+                "written and was not read\n",
+                path, why, off);
+        damaged = true;
     }
     shard_reader_free(reader);
+    if (r < 0 && r != -EAGAIN)
+        return r;
+    return damaged ? 1 : 0;
+}
+
+/* Opens name in dir_fd (or the path, with AT_FDCWD) without blocking on
+ * anything but a regular file. Returns 0 with *ret_fd, -ENOENT quietly, or
+ * another negative errno after saying why, naming it as shown. */
+static int cat_open(int dir_fd, const char *name, const char *shown, int *ret_fd)
+{
+    mode_t mode = 0;
+    int r = open_regular_at(dir_fd, name, dir_fd == AT_FDCWD ? 0 : O_NOFOLLOW, ret_fd, &mode);
+
+    if (r == -ENOENT && dir_fd != AT_FDCWD)
+        return r;
+    if (r < 0) {
+        fflush(stdout);
+        if (r == -EBADFD || r == -EISDIR)
+            fprintf(stderr, "logctl: cat: %s: not a regular file (%s), skipped\n", shown,
+                    r == -EISDIR ? "directory" : file_type_name(mode));
+        else
+            fprintf(stderr, "logctl: cat: %s: %s\n", shown, strerror(-r));
+    }
     return r;
 }
 
 static int cat_path(const char *path, const struct cat_opts *o, int *ret_out_err)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = -1;
+    int r = cat_open(AT_FDCWD, path, path, &fd);
 
-    if (fd < 0) {
-        int r = -errno;
-        fflush(stdout);
-        fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
+    if (r < 0)
         return r;
-    }
     return cat_fd(fd, path, o, false, ret_out_err);
 }
 
@@ -255,10 +320,14 @@ static int parse_active_name(const char *name, char *ret_producer, uint64_t *ret
     return merge_parse_source_name(as_shard, ret_producer, ret_id);
 }
 
-static int list_active(int active_fd, const struct cat_opts *o, struct spool_file **v,
-                       size_t *n, size_t *cap)
+/* Adds the shards named in dir_fd (done/, or active/ when active) of the
+ * wanted producers to *v. Every name that is a shard's is taken, whatever
+ * the file's type: a FIFO or a directory under such a name is reported when
+ * its turn comes, not passed over in silence. */
+static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct spool_file **v,
+                    size_t *n, size_t *cap)
 {
-    int fd = fcntl(active_fd, F_DUPFD_CLOEXEC, 0);
+    int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
     struct dirent *de;
     DIR *dir;
     int r = 0;
@@ -270,10 +339,18 @@ static int list_active(int active_fd, const struct cat_opts *o, struct spool_fil
             (void)close(fd); /* never read */
         return r;
     }
-    while ((de = readdir(dir)) != NULL) {
-        struct spool_file f = { .active = true };
+    for (;;) {
+        struct spool_file f = { .active = active };
 
-        if (de->d_name[0] == '.' || parse_active_name(de->d_name, f.producer, &f.id) < 0 ||
+        errno = 0;
+        de = readdir(dir);
+        if (!de) {
+            r = errno ? -errno : 0;
+            break;
+        }
+        if (de->d_name[0] == '.' ||
+            (active ? parse_active_name(de->d_name, f.producer, &f.id)
+                    : merge_parse_source_name(de->d_name, f.producer, &f.id)) < 0 ||
             !cat_wants_producer(o, f.producer))
             continue;
         if (*n == *cap) {
@@ -303,9 +380,8 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
     _cleanup_free_ char *done_path = path_join(spool, "done");
     _cleanup_close_ int active_fd = -1;
     _cleanup_close_ int done_fd = -1;
-    struct merge_source *src = NULL;
     struct spool_file *v = NULL;
-    size_t n_src = 0, n = 0, cap = 0;
+    size_t n = 0, cap = 0;
     int r;
 
     if (!active_path || !done_path)
@@ -316,79 +392,66 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
         fprintf(stderr, "logctl: cat: %s: %s\n", done_path, strerror(errno));
         return r;
     }
-    r = merge_list_sources(done_fd, &src, &n_src);
-    if (r < 0) {
+    r = list_dir(done_fd, false, o, &v, &n, &cap);
+    if (r < 0 && r != -ENOMEM) {
         fprintf(stderr, "logctl: cat: %s: cannot list: %s\n", done_path, strerror(-r));
-        return r;
+        goto out;
     }
-    for (size_t i = 0; i < n_src && r == 0; i++) {
-        if (!cat_wants_producer(o, src[i].producer))
-            continue;
-        if (n == cap) {
-            struct spool_file *nv = reallocarray(v, cap ? cap * 2 : 32, sizeof(*v));
-            if (!nv) {
-                r = -ENOMEM;
-                break;
-            }
-            v = nv;
-            cap = cap ? cap * 2 : 32;
-        }
-        memcpy(v[n].producer, src[i].producer, sizeof(v[n].producer));
-        v[n].id = src[i].id;
-        v[n].active = false;
-        v[n].name = src[i].name;
-        src[i].name = NULL;
-        n++;
-    }
-    merge_sources_free(src, n_src);
     active_fd = open(active_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (r == 0 && active_fd >= 0)
-        r = list_active(active_fd, o, &v, &n, &cap);
+    if (r == 0 && active_fd >= 0) {
+        r = list_dir(active_fd, true, o, &v, &n, &cap);
+        if (r < 0 && r != -ENOMEM) {
+            fprintf(stderr, "logctl: cat: %s: cannot list: %s\n", active_path, strerror(-r));
+            goto out;
+        }
+    }
     if (r == 0 && n > 1)
         qsort(v, n, sizeof(*v), cmp_spool_file);
 
     for (size_t i = 0; i < n && r == 0; i++) {
         _cleanup_free_ char *shown = NULL;
         _cleanup_close_ int fd = -1;
-        bool torn_ok = v[i].active;
+        int rc;
 
-        fd = openat(v[i].active ? active_fd : done_fd, v[i].name,
-                    O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0 && errno == ENOENT && v[i].active) {
-            /* Sealed since the listing: it is in done/ now, complete. */
-            char *done_name = NULL;
-
-            if (asprintf(&done_name, "%s.%016" PRIx64 ".shard", v[i].producer, v[i].id) < 0)
-                done_name = NULL;
-            if (done_name)
-                fd = openat(done_fd, done_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-            torn_ok = false;
-            free(v[i].name);
-            v[i].name = done_name;
-            v[i].active = false;
-        }
-        if (!v[i].name) {
-            r = -ENOMEM;
-            break;
-        }
         if (asprintf(&shown, "%s/%s", v[i].active ? active_path : done_path, v[i].name) < 0) {
             shown = NULL;
             r = -ENOMEM;
             break;
         }
-        if (fd < 0) {
-            if (errno == ENOENT)
-                continue; /* merged with --delete since the listing */
-            fflush(stdout);
-            fprintf(stderr, "logctl: cat: %s: %s\n", shown, strerror(errno));
+        rc = cat_open(v[i].active ? active_fd : done_fd, v[i].name, shown, &fd);
+        if (rc == -ENOENT && v[i].active) {
+            /* Sealed since the listing: it is in done/ now, complete. */
+            char *name = NULL;
+
+            free(v[i].name);
+            v[i].name = NULL;
+            free(shown);
+            shown = NULL;
+            if (asprintf(&name, "%s.%016" PRIx64 ".shard", v[i].producer, v[i].id) < 0) {
+                r = -ENOMEM;
+                break;
+            }
+            v[i].name = name;
+            if (asprintf(&shown, "%s/%s", done_path, name) < 0) {
+                shown = NULL;
+                r = -ENOMEM;
+                break;
+            }
+            v[i].active = false;
+            rc = cat_open(done_fd, v[i].name, shown, &fd);
+        }
+        if (rc == -ENOENT)
+            continue; /* merged with --delete since the listing */
+        if (rc < 0) {
             *failed = true;
             continue;
         }
-        if (cat_fd(fd, shown, o, torn_ok, ret_out_err) < 0)
+        if (cat_fd(fd, shown, o, v[i].active, ret_out_err) != 0)
             *failed = true;
         if (*ret_out_err)
             break;
     }
+out:
     for (size_t i = 0; i < n; i++)
         free(v[i].name);
     free(v);
@@ -480,7 +543,7 @@ int logctl_cat(int argc, char **argv)
         }
     } else {
         for (int i = optind; i < argc; i++) {
-            if (cat_path(argv[i], &o, &out_err) < 0)
+            if (cat_path(argv[i], &o, &out_err) != 0)
                 failed = true;
             if (out_err != 0)
                 break; /* nobody can read what we would print */

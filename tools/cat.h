@@ -1,5 +1,6 @@
 /* Between logctl cat (cat.c: files and the spool) and its --follow mode
- * (follow.c): which records to print and how. */
+ * (follow.c): which records to print and how, and how damage that was
+ * skipped is told (verify.c and ls.c too). */
 #pragma once
 
 #include <stdbool.h>
@@ -23,6 +24,29 @@ bool cat_wants_producer(const struct cat_opts *o, const char *producer);
 /* Prints the record if its producer and time are wanted. Returns 0, or a
  * negative errno when standard output failed. */
 int cat_print_record(const struct cat_opts *o, const struct shard_item *item);
+
+/* Prints the wanted records (all of them read, none printed unless print)
+ * that reader returns until it can read no further, skipping damage
+ * (skip_flags as for shard_reader_skip_damage) and reporting each skip on
+ * standard error as "logctl: cat: PATH: ...", after flushing what was
+ * printed before it. Sets *ret_damaged when it reported a skip. Returns 0
+ * at the end of the file, 1 when damage ran to the end of the file (a
+ * growing file gives no footing after it), -ENODATA at a torn tail with
+ * SHARD_SKIP_GROWING (a write in progress; not reported), -EAGAIN when
+ * SHARD_SKIP_GROWING and what follows the damage is not written yet (not
+ * reported; call again when the file grew), or another negative errno:
+ * when standard output failed, *ret_out_err is set, else it was reported
+ * (a read error). */
+int cat_read(struct shard_reader *reader, const char *path, const struct cat_opts *o,
+             unsigned skip_flags, bool print, bool *ret_damaged, int *ret_out_err);
+
+/* Describes a skip for people: what was wrong where, and what was skipped
+ * ("record CRC mismatch at offset 112: skipped that record (22 bytes) of
+ * shard app.000000000000002a"). at_end: the skip ran to the end of the file. */
+void logctl_describe_skip(const struct shard_skip *s, bool at_end, char *out, size_t size);
+
+/* The longest logctl_describe_skip() text. */
+#define LOGCTL_SKIP_TEXT_MAX 512
 
 /* logctl cat --follow: prints the records appended to the active shards of
  * the wanted producers in spool/active from now on, following each

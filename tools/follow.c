@@ -14,6 +14,16 @@
  * end: only records appended after it starts are printed. A shard created
  * and already sealed before its event is handled is read from done/.
  *
+ * Damage never wedges following. A bad record is skipped alone once the
+ * bytes after it show that its framing holds (until they are written, the
+ * shard waits, as for a torn tail); damage without framing ends the
+ * following of that shard only, since an active shard has no later shard
+ * header to resynchronise at, and the producer's next shard is followed as
+ * usual. Every skip is reported on stderr and makes the exit status 1. A
+ * torn tail of an active shard is a write in progress, not damage. A FIFO
+ * or other non-regular file under a shard's name is reported, never
+ * opened for reading.
+ *
  * SIGINT and SIGTERM arrive through a signalfd, so the loop ends between
  * two records with everything printed flushed, and the exit status is 0. */
 #include <errno.h>
@@ -37,6 +47,7 @@
 struct followed {
     struct followed *next;
     char *name; /* in active/ */
+    char *path; /* as shown in messages */
     char producer[WIRE_PRODUCER_NAME_MAX + 1];
     uint64_t id;
     int fd;
@@ -45,7 +56,7 @@ struct followed {
 
 struct follow {
     const struct cat_opts *o;
-    const char *active_path;
+    const char *active_path, *done_path;
     int active_fd, done_fd;
     struct followed *list;
     bool failed;
@@ -76,36 +87,40 @@ static void drop(struct follow *fl, struct followed *f)
     if (f->fd >= 0)
         (void)close(f->fd); /* read-only */
     free(f->name);
+    free(f->path);
     free(f);
 }
 
 /* Reads what has been appended since the last time; prints it unless
- * skipping (the shards that existed at start). */
-static void drain(struct follow *fl, struct followed *f, bool print)
+ * skipping (the shards that existed at start). sealed: the shard was
+ * renamed into done/, so it is complete and damage in it can be judged
+ * now. */
+static void drain(struct follow *fl, struct followed *f, bool print, bool sealed)
 {
-    struct shard_item item;
-    int r;
+    bool damaged = false;
+    int r = cat_read(f->reader, f->path, fl->o, sealed ? 0 : SHARD_SKIP_GROWING, print,
+                     &damaged, &fl->out_err);
 
-    while ((r = shard_reader_next(f->reader, &item)) > 0) {
-        if (item.kind != SHARD_ITEM_RECORD || !print)
-            continue;
-        r = cat_print_record(fl->o, &item);
-        if (r < 0) {
-            fl->out_err = -r;
-            return;
-        }
+    if (damaged)
+        fl->failed = true;
+    if (fl->out_err)
+        return;
+    if (r == -EAGAIN)
+        return; /* a damaged record; what follows it is not written yet */
+    if (r == 1) {
+        fprintf(stderr, "logctl: cat: %s: no longer following it\n", f->path);
+        drop(fl, f);
+        return;
     }
-    if (shard_reader_continue(f->reader) < 0) {
-        uint64_t off;
-        const char *why;
-
-        shard_reader_error(f->reader, &off, &why);
-        fflush(stdout);
-        fprintf(stderr, "logctl: cat: %s/%s: %s at offset %" PRIu64 "; no longer following it\n",
-                fl->active_path, f->name, why ? why : strerror(-r), off);
+    if (r < 0 && r != -ENODATA) {
+        fprintf(stderr, "logctl: cat: %s: no longer following it\n", f->path);
         fl->failed = true;
         drop(fl, f);
+        return;
     }
+    /* At the end, or at a record still being written: read on from there
+     * on the next event. */
+    (void)shard_reader_continue(f->reader); /* cannot fail after 0 or -ENODATA */
 }
 
 static struct followed *find(struct follow *fl, const char *name)
@@ -116,29 +131,48 @@ static struct followed *find(struct follow *fl, const char *name)
     return NULL;
 }
 
+/* Opens name in dir_fd for reading only if it is a regular file, never
+ * blocking on a FIFO. Returns 0 with *ret_fd, -ENOENT quietly, or another
+ * negative errno after reporting it. */
+static int follow_open(struct follow *fl, int dir_fd, const char *dir_path, const char *name,
+                       int *ret_fd)
+{
+    mode_t mode = 0;
+    int r = open_regular_at(dir_fd, name, O_NOFOLLOW, ret_fd, &mode);
+
+    if (r < 0 && r != -ENOENT) {
+        fflush(stdout);
+        if (r == -EBADFD || r == -EISDIR)
+            fprintf(stderr, "logctl: cat: %s/%s: not a regular file (%s), skipped\n",
+                    dir_path, name, r == -EISDIR ? "directory" : file_type_name(mode));
+        else
+            fprintf(stderr, "logctl: cat: %s/%s: %s\n", dir_path, name, strerror(-r));
+        fl->failed = true;
+    }
+    return r;
+}
+
 /* A shard that was sealed before we could open it: all of it is new. */
 static void cat_sealed(struct follow *fl, const char *producer, uint64_t id)
 {
     char name[WIRE_PRODUCER_NAME_MAX + 32];
+    _cleanup_free_ char *path = NULL;
     struct shard_reader *reader = NULL;
-    struct shard_item item;
-    int fd, r;
+    bool damaged = false;
+    int fd;
 
     snprintf(name, sizeof(name), "%s.%016" PRIx64 ".shard", producer, id);
-    fd = openat(fl->done_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return; /* merged and removed already: gone before we could see it */
-    if (shard_reader_new(&reader, fd) < 0) {
+    if (follow_open(fl, fl->done_fd, fl->done_path, name, &fd) < 0)
+        return; /* merged and removed already (gone before we could see it), or reported */
+    path = path_join(fl->done_path, name);
+    if (!path || shard_reader_new(&reader, fd) < 0) {
         (void)close(fd); /* read-only */
+        fprintf(stderr, "logctl: cat: out of memory\n");
         fl->failed = true;
         return;
     }
-    while ((r = shard_reader_next(reader, &item)) > 0) {
-        if (item.kind == SHARD_ITEM_RECORD && (r = cat_print_record(fl->o, &item)) < 0) {
-            fl->out_err = -r;
-            break;
-        }
-    }
+    if (cat_read(reader, path, fl->o, 0, true, &damaged, &fl->out_err) != 0 || damaged)
+        fl->failed = true;
     shard_reader_free(reader);
     (void)close(fd); /* read-only */
 }
@@ -150,21 +184,24 @@ static void add(struct follow *fl, const char *name, bool from_start)
     struct followed *f;
     char producer[WIRE_PRODUCER_NAME_MAX + 1];
     uint64_t id;
-    int fd;
+    int fd, r;
 
     if (parse_tmp_name(name, producer, &id) < 0 || !cat_wants_producer(fl->o, producer) ||
         find(fl, name))
         return;
-    fd = openat(fl->active_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        if (errno == ENOENT && from_start)
+    r = follow_open(fl, fl->active_fd, fl->active_path, name, &fd);
+    if (r < 0) {
+        if (r == -ENOENT && from_start)
             cat_sealed(fl, producer, id);
         return;
     }
     f = calloc(1, sizeof(*f));
-    if (!f || !(f->name = strdup(name)) || shard_reader_new(&f->reader, fd) < 0) {
-        if (f)
+    if (!f || !(f->name = strdup(name)) || !(f->path = path_join(fl->active_path, name)) ||
+        shard_reader_new(&f->reader, fd) < 0) {
+        if (f) {
             free(f->name);
+            free(f->path);
+        }
         free(f);
         (void)close(fd); /* read-only */
         fprintf(stderr, "logctl: cat: out of memory\n");
@@ -176,7 +213,7 @@ static void add(struct follow *fl, const char *name, bool from_start)
     memcpy(f->producer, producer, sizeof(producer));
     f->next = fl->list;
     fl->list = f;
-    drain(fl, f, from_start);
+    drain(fl, f, from_start, false);
 }
 
 /* Looks at every shard in active/: new ones are followed from their start
@@ -222,7 +259,7 @@ static int handle_events(struct follow *fl, int ifd)
             if (ev->mask & IN_Q_OVERFLOW) {
                 for (f = fl->list; f;) {
                     struct followed *next = f->next;
-                    drain(fl, f, true);
+                    drain(fl, f, true, false);
                     f = next;
                 }
                 (void)scan(fl, true);
@@ -238,11 +275,12 @@ static int handle_events(struct follow *fl, int ifd)
                     add(fl, ev->name, true);
             } else if (ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)) {
                 if (f)
-                    drain(fl, f, true);
+                    drain(fl, f, true, false);
             } else if (ev->mask & (IN_MOVED_FROM | IN_DELETE)) {
                 if (f) {
-                    /* Sealed: the rest is still readable through our fd. */
-                    drain(fl, f, true);
+                    /* Sealed: the rest is still readable through our fd,
+                     * and complete. */
+                    drain(fl, f, true, true);
                     if ((f = find(fl, ev->name)))
                         drop(fl, f);
                 }
@@ -278,6 +316,7 @@ int cat_follow(const struct cat_opts *o, const char *spool)
         return logctl_exit_for_errno(r);
     }
     fl.active_path = active_path;
+    fl.done_path = done_path;
     fl.active_fd = active_fd;
     fl.done_fd = done_fd;
 

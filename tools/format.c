@@ -1,9 +1,11 @@
-/* Numbers and times as logctl shows them to people. Machine output (--json)
- * never goes through here: it carries exact numbers and RFC 3339 times. */
+/* Numbers, times and skipped damage as logctl shows them to people.
+ * Machine output (--json) never goes through here: it carries exact numbers
+ * and RFC 3339 times. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "cat.h"
 #include "logctl.h"
 
 void logctl_format_size(uint64_t bytes, bool exact, char *out, size_t size)
@@ -52,4 +54,26 @@ void logctl_format_duration(double seconds, char *out, size_t size)
                  s % 3600 / 60, s % 60);
     else
         snprintf(out, size, "%" PRIu64 "m %02" PRIu64 "s", s / 60, s % 60);
+}
+
+void logctl_describe_skip(const struct shard_skip *s, bool at_end, char *out, size_t size)
+{
+    char shard[WIRE_PRODUCER_NAME_MAX + 32] = "";
+    int n = snprintf(out, size, "%s at offset %" PRIu64, s->why, s->offset);
+
+    if (s->bytes == 0 || n < 0 || (size_t)n >= size)
+        return;
+    if (s->in_shard)
+        snprintf(shard, sizeof(shard), " of shard %s.%016" PRIx64, s->header.producer,
+                 s->header.shard_id);
+    if (s->records)
+        snprintf(out + n, size - (size_t)n, ": skipped that record (%" PRIu64 " bytes)%s",
+                 s->bytes, shard);
+    else if (at_end)
+        snprintf(out + n, size - (size_t)n, ": skipped %" PRIu64 " bytes%s to the end of the file%s",
+                 s->bytes, shard, s->torn ? " (a torn tail)" : "");
+    else
+        snprintf(out + n, size - (size_t)n,
+                 ": skipped %" PRIu64 " bytes%s, up to the next shard header at offset %" PRIu64,
+                 s->bytes, shard, s->offset + s->bytes);
 }

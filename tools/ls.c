@@ -3,8 +3,8 @@
  * of an active file is written and acknowledged; sealed shards (done/) are
  * read from the spool directly, through the shard reader, so listing them
  * needs no daemon at all (--done). A sealed shard that does not read back
- * cleanly is listed with what could be read and reported, and the exit
- * status says a problem was found. */
+ * cleanly is listed with what could be read past the damage (as logctl cat
+ * reads it) and reported, and the exit status says a problem was found. */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -149,17 +149,30 @@ static int add_active(struct list *l, const struct json_value *reply)
     return 0;
 }
 
-/* Reads one sealed shard through for its figures. */
+/* Reads one sealed shard through for its figures, past any damage (as
+ * logctl cat reads it), and notes the first damage and how many places
+ * are damaged. Only a regular file is opened: a FIFO would block. */
 static void scan_done(int done_fd, struct entry *e, const char *name)
 {
-    _cleanup_close_ int fd = openat(done_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int fd = -1;
     struct shard_reader *reader = NULL;
     struct shard_item item;
+    struct shard_skip skip, first;
+    uint64_t damaged = 0, skipped = 0;
+    mode_t mode = 0;
     struct stat st;
     int r;
 
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        if (asprintf(&e->error, "%s", strerror(errno)) < 0)
+    r = open_regular_at(done_fd, name, O_NOFOLLOW, &fd, &mode);
+    if (r < 0 || fstat(fd, &st) < 0) {
+        if (r == 0)
+            r = -errno;
+        if (r == -EBADFD || r == -EISDIR)
+            r = asprintf(&e->error, "not a regular file (%s)",
+                         r == -EISDIR ? "directory" : file_type_name(mode));
+        else
+            r = asprintf(&e->error, "%s", strerror(-r));
+        if (r < 0)
             e->error = NULL;
         return;
     }
@@ -168,13 +181,28 @@ static void scan_done(int done_fd, struct entry *e, const char *name)
         e->error = strdup("out of memory");
         return;
     }
-    while ((r = shard_reader_next(reader, &item)) > 0) {
+    for (;;) {
+        r = shard_reader_next(reader, &item);
+        if (r == -EBADMSG || r == -ENODATA) {
+            r = shard_reader_skip_damage(reader, 0, &skip);
+            if (r >= 0) {
+                if (damaged++ == 0)
+                    first = skip;
+                skipped += skip.bytes;
+                if (r > 0)
+                    continue;
+            }
+        }
+        if (r <= 0)
+            break;
         if (item.kind == SHARD_ITEM_HEADER) {
             e->uid = item.header->uid;
             e->gid = item.header->gid;
             e->pid = item.header->pid;
             continue;
         }
+        if (item.kind != SHARD_ITEM_RECORD)
+            continue;
         if (!e->first_ns)
             e->first_ns = item.timestamp_ns;
         e->last_ns = item.timestamp_ns;
@@ -185,7 +213,14 @@ static void scan_done(int done_fd, struct entry *e, const char *name)
         const char *why;
 
         shard_reader_error(reader, &off, &why);
-        if (asprintf(&e->error, "%s at offset %" PRIu64, why ? why : strerror(-r), off) < 0)
+        if (asprintf(&e->error, "%s at offset %" PRIu64 ": %s", why ? why : "error", off,
+                     strerror(-r)) < 0)
+            e->error = NULL;
+    } else if (damaged > 0) {
+        if (asprintf(&e->error,
+                     "%s at offset %" PRIu64 "; %" PRIu64 " bytes skipped in %" PRIu64
+                     " place%s",
+                     first.why, first.offset, skipped, damaged, damaged == 1 ? "" : "s") < 0)
             e->error = NULL;
     }
     shard_reader_free(reader);

@@ -1,10 +1,14 @@
 /* logctl verify: reads shard and merged files through the shard reader,
  * which checks every header (magic, version, lengths, CRC, name rule) and
- * every record (length, CRC32C), and reports per file the first offset that
- * is not part of a valid item and why. With --spool it checks the sealed
- * shards of done/ and the merged files of merged/, and for done/ also that
- * each file holds exactly one shard whose header matches its name: what
- * logctl merge will insist on. */
+ * every record (length, CRC32C), and reports per file every damaged place:
+ * where it begins, why, and what the reader skipped to go on (the record
+ * alone when its framing holds, else up to the next shard header), so the
+ * report says how much of the file is still readable, as logctl cat reads
+ * it. With --spool it checks the sealed shards of done/ and the merged
+ * files of merged/, and for done/ also that each file holds exactly one
+ * shard whose header matches its name: what logctl merge will insist on.
+ * A file that is not a regular file is never opened for reading (a FIFO
+ * would block forever); it is reported as an error. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cat.h"
 #include "fileutil.h"
 #include "json.h"
 #include "logctl.h"
@@ -24,12 +29,18 @@
 
 enum verdict { V_OK, V_CORRUPT, V_TORN, V_UNREADABLE };
 
+#define MAX_SKIPS_SHOWN 1000 /* per file; the totals count them all */
+
 struct result {
     enum verdict verdict;
-    uint64_t shards, records, bytes;
+    uint64_t shards, records, bytes; /* readable ones; bytes of valid items */
     uint64_t offset; /* of the first bad byte */
     char why[256];
     int err; /* V_UNREADABLE */
+    struct shard_skip *skips; /* what was skipped, in file order */
+    size_t n_skips, n_kept;
+    uint64_t skipped_bytes;
+    bool last_at_end; /* the last skip ran to the end of the file */
 };
 
 static void verify_help(void)
@@ -39,12 +50,14 @@ static void verify_help(void)
            "\n"
            "Check shard and merged files: every shard header (magic, version, lengths,\n"
            "CRC, producer name) and every record (length and CRC32C). For each file it\n"
-           "prints OK with its shards, records and bytes, or the first offset that is\n"
-           "not part of a valid item and why:\n"
+           "prints OK with its shards, records and bytes, or what is wrong:\n"
            "  CORRUPT  bytes that cannot be a valid item (a flipped bit, a foreign file)\n"
            "  TORN     the file ends inside an item (a write was cut short)\n"
-           "  ERROR    the file cannot be read\n"
-           "Everything before that offset is valid.\n"
+           "  ERROR    the file cannot be read, or is not a regular file\n"
+           "For a CORRUPT file it then lists every damaged place: its offset, why, and\n"
+           "what was skipped to read on (the bad record alone when its framing holds,\n"
+           "else everything up to the next shard of a merged file), and counts the\n"
+           "records still readable, as logctl cat reads them.\n"
            "\n"
            "With --spool DIR it checks every file in DIR/done/ (each must hold exactly\n"
            "one shard whose header matches its name, as logctl merge requires) and\n"
@@ -54,13 +67,38 @@ static void verify_help(void)
            "Options:\n"
            "  -s, --spool DIR   check the spool's sealed shards and merged files\n"
            "  -j, --json        one JSON object per file and line: file, ok, verdict,\n"
-           "                    shards, records, bytes, and for a bad file offset and\n"
-           "                    error\n"
+           "                    shards, records, bytes (readable ones), and for a bad\n"
+           "                    file offset and error (the first damage),\n"
+           "                    skipped_bytes and damage (every skip: offset, bytes,\n"
+           "                    records, shard, error, torn)\n"
            "  -q, --quiet       print only the files that are not OK\n"
            "  -h, --help        show this help\n"
            "\n"
-           "Exit status: 0 every file is valid, 1 a file is corrupt, torn or missing,\n"
-           "2 usage error or a file could not be read for lack of permission.\n");
+           "Exit status: 0 every file is valid, 1 a file is corrupt, torn, missing or\n"
+           "not a regular file, 2 usage error or a file could not be read for lack of\n"
+           "permission.\n");
+}
+
+static int add_skip(struct result *res, const struct shard_skip *skip, bool at_end)
+{
+    if (res->n_skips == 0) {
+        res->offset = skip->offset;
+        snprintf(res->why, sizeof(res->why), "%s", skip->why);
+    }
+    res->n_skips++;
+    res->skipped_bytes += skip->bytes;
+    res->last_at_end = at_end;
+    res->verdict = skip->torn && res->verdict != V_CORRUPT ? V_TORN : V_CORRUPT;
+    if (res->n_kept == MAX_SKIPS_SHOWN)
+        return 0;
+    if (res->n_kept % 16 == 0) {
+        struct shard_skip *nv = reallocarray(res->skips, res->n_kept + 16, sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        res->skips = nv;
+    }
+    res->skips[res->n_kept++] = *skip;
+    return 0;
 }
 
 /* Checks one file; dir_fd/name when it is in done/ (then also the name
@@ -71,25 +109,24 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
     _cleanup_close_ int fd = -1;
     struct shard_reader *reader = NULL;
     struct shard_item item;
+    struct shard_skip skip;
     char producer[WIRE_PRODUCER_NAME_MAX + 1];
     uint64_t id = 0;
     bool named = false;
-    struct stat st;
+    mode_t mode = 0;
     int r;
 
     memset(res, 0, sizeof(*res));
-    fd = dir_fd >= 0 ? openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-                     : open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) < 0) {
+    r = open_regular_at(dir_fd >= 0 ? dir_fd : AT_FDCWD, dir_fd >= 0 ? name : path,
+                        dir_fd >= 0 ? O_NOFOLLOW : 0, &fd, &mode);
+    if (r < 0) {
         res->verdict = V_UNREADABLE;
-        res->err = errno;
-        snprintf(res->why, sizeof(res->why), "%s", strerror(errno));
-        return;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        res->verdict = V_UNREADABLE;
-        res->err = EISDIR;
-        snprintf(res->why, sizeof(res->why), "not a regular file");
+        res->err = -r;
+        if (r == -EBADFD || r == -EISDIR)
+            snprintf(res->why, sizeof(res->why), "not a regular file (%s), skipped",
+                     r == -EISDIR ? "directory" : file_type_name(mode));
+        else
+            snprintf(res->why, sizeof(res->why), "%s", strerror(-r));
         return;
     }
     if (done_rules)
@@ -101,13 +138,37 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
         snprintf(res->why, sizeof(res->why), "%s", strerror(-r));
         return;
     }
-    while ((r = shard_reader_next(reader, &item)) > 0) {
+    for (;;) {
+        r = shard_reader_next(reader, &item);
+        if (r == 0)
+            break;
+        if (r == -EBADMSG || r == -ENODATA) {
+            r = shard_reader_skip_damage(reader, 0, &skip);
+            if (r >= 0 && add_skip(res, &skip, r == 0) < 0)
+                r = -ENOMEM;
+            if (r == 0)
+                break;
+            if (r > 0)
+                continue;
+        }
+        if (r < 0) {
+            uint64_t off;
+            const char *why;
+
+            shard_reader_error(reader, &off, &why);
+            res->verdict = V_UNREADABLE;
+            res->err = -r;
+            snprintf(res->why, sizeof(res->why), "%s%s%s", why ? why : "", why ? ": " : "",
+                     strerror(-r));
+            goto out;
+        }
         if (item.kind != SHARD_ITEM_HEADER)
             continue;
         res->shards++;
         if (done_rules && res->shards > 1) {
             res->verdict = V_CORRUPT;
             res->offset = item.offset;
+            res->bytes = item.offset - res->skipped_bytes;
             snprintf(res->why, sizeof(res->why),
                      "second shard header (a file in done/ holds exactly one shard)");
             goto out;
@@ -116,6 +177,7 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
             (strcmp(item.header->producer, producer) != 0 || item.header->shard_id != id)) {
             res->verdict = V_CORRUPT;
             res->offset = item.offset;
+            res->bytes = item.offset - res->skipped_bytes;
             snprintf(res->why, sizeof(res->why),
                      "shard header says producer '%s' shard id %016" PRIx64
                      ", which does not match the file name",
@@ -123,23 +185,9 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
             goto out;
         }
     }
-    res->records = shard_reader_records(reader);
-    res->bytes = shard_reader_valid_end(reader);
-    if (r < 0) {
-        const char *why;
-
-        shard_reader_error(reader, &res->offset, &why);
-        res->verdict = r == -ENODATA ? V_TORN : r == -EBADMSG ? V_CORRUPT : V_UNREADABLE;
-        res->err = res->verdict == V_UNREADABLE ? -r : 0;
-        snprintf(res->why, sizeof(res->why), "%s%s%s", why ? why : strerror(-r),
-                 res->verdict == V_UNREADABLE && why ? ": " : "",
-                 res->verdict == V_UNREADABLE && why ? strerror(-r) : "");
-    }
+    res->bytes = shard_reader_valid_end(reader) - res->skipped_bytes;
 out:
-    if (res->verdict != V_OK) {
-        res->records = shard_reader_records(reader);
-        res->bytes = res->offset;
-    }
+    res->records = shard_reader_records(reader);
     shard_reader_free(reader);
 }
 
@@ -158,6 +206,60 @@ struct totals {
     bool access_refused;
 };
 
+static void report_json(const char *path, const struct result *res)
+{
+    struct json_out o;
+    char *text = NULL;
+    size_t len;
+
+    json_out_init(&o);
+    json_obj_begin(&o);
+    json_member_str(&o, "file", path);
+    json_member_bool(&o, "ok", res->verdict == V_OK);
+    json_member_str(&o, "verdict", verdict_name(res->verdict));
+    json_member_u64(&o, "shards", res->shards);
+    json_member_u64(&o, "records", res->records);
+    json_member_u64(&o, "bytes", res->bytes);
+    if (res->verdict != V_OK) {
+        if (res->verdict != V_UNREADABLE)
+            json_member_u64(&o, "offset", res->offset);
+        json_member_str(&o, "error", res->why);
+    }
+    if (res->n_skips > 0) {
+        json_member_u64(&o, "skipped_bytes", res->skipped_bytes);
+        json_key(&o, "damage");
+        json_arr_begin(&o);
+        for (size_t i = 0; i < res->n_kept; i++) {
+            const struct shard_skip *k = &res->skips[i];
+
+            json_obj_begin(&o);
+            json_member_u64(&o, "offset", k->offset);
+            json_member_u64(&o, "bytes", k->bytes);
+            json_member_u64(&o, "records", k->records);
+            json_key(&o, "shard");
+            if (k->in_shard) {
+                char shard[WIRE_PRODUCER_NAME_MAX + 32];
+
+                snprintf(shard, sizeof(shard), "%s.%016" PRIx64, k->header.producer,
+                         k->header.shard_id);
+                json_cstr(&o, shard);
+            } else {
+                json_null(&o);
+            }
+            json_member_str(&o, "error", k->why);
+            json_member_bool(&o, "torn", k->torn);
+            json_obj_end(&o);
+        }
+        json_arr_end(&o);
+    }
+    json_obj_end(&o);
+    json_raw(&o, "\n", 1);
+    if (json_out_finish(&o, &text, &len) == 0) {
+        fputs(text, stdout);
+        free(text);
+    }
+}
+
 static void report(const char *path, const struct result *res, bool json, bool quiet,
                    struct totals *t)
 {
@@ -169,30 +271,7 @@ static void report(const char *path, const struct result *res, bool json, bool q
     if (quiet && res->verdict == V_OK)
         return;
     if (json) {
-        struct json_out o;
-        char *text = NULL;
-        size_t len;
-
-        json_out_init(&o);
-        json_obj_begin(&o);
-        json_member_str(&o, "file", path);
-        json_member_bool(&o, "ok", res->verdict == V_OK);
-        json_member_str(&o, "verdict", verdict_name(res->verdict));
-        json_member_u64(&o, "shards", res->shards);
-        json_member_u64(&o, "records", res->records);
-        json_member_u64(&o, "bytes", res->bytes);
-        if (res->verdict != V_OK) {
-            if (res->verdict != V_UNREADABLE) {
-                json_member_u64(&o, "offset", res->offset);
-            }
-            json_member_str(&o, "error", res->why);
-        }
-        json_obj_end(&o);
-        json_raw(&o, "\n", 1);
-        if (json_out_finish(&o, &text, &len) == 0) {
-            fputs(text, stdout);
-            free(text);
-        }
+        report_json(path, res);
         return;
     }
     switch (res->verdict) {
@@ -201,11 +280,30 @@ static void report(const char *path, const struct result *res, bool json, bool q
                path, res->shards, res->shards == 1 ? "" : "s", res->records,
                res->records == 1 ? "" : "s", res->bytes);
         break;
-    case V_CORRUPT:
     case V_TORN:
-        printf("%-8s %s: offset %" PRIu64 ": %s (%" PRIu64 " valid record%s before it)\n",
-               res->verdict == V_TORN ? "TORN" : "CORRUPT", path, res->offset, res->why,
-               res->records, res->records == 1 ? "" : "s");
+        printf("TORN     %s: offset %" PRIu64 ": %s (%" PRIu64 " valid record%s before it)\n",
+               path, res->offset, res->why, res->records, res->records == 1 ? "" : "s");
+        break;
+    case V_CORRUPT:
+        if (res->n_skips == 0) {
+            /* A rule of done/ was broken; the bytes themselves read fine. */
+            printf("CORRUPT  %s: offset %" PRIu64 ": %s\n", path, res->offset, res->why);
+            break;
+        }
+        printf("CORRUPT  %s: %" PRIu64 " record%s readable in %" PRIu64 " shard%s, %" PRIu64
+               " bytes skipped in %zu place%s\n",
+               path, res->records, res->records == 1 ? "" : "s", res->shards,
+               res->shards == 1 ? "" : "s", res->skipped_bytes, res->n_skips,
+               res->n_skips == 1 ? "" : "s");
+        for (size_t i = 0; i < res->n_kept; i++) {
+            char what[LOGCTL_SKIP_TEXT_MAX];
+
+            logctl_describe_skip(&res->skips[i], i + 1 == res->n_skips && res->last_at_end,
+                                 what, sizeof(what));
+            printf("         %s\n", what);
+        }
+        if (res->n_kept < res->n_skips)
+            printf("         (and %zu more)\n", res->n_skips - res->n_kept);
         break;
     default:
         printf("ERROR    %s: %s\n", path, res->why);
@@ -291,9 +389,10 @@ static int verify_dir(const char *spool, const char *sub, const char *suffix, bo
             break;
         }
         verify_file(fd, names[i], path, done_rules, &res);
-        if (res.verdict == V_UNREADABLE && res.err == ENOENT)
-            continue; /* merged and deleted since the listing: nothing to check */
-        report(path, &res, json, quiet, t);
+        if (!(res.verdict == V_UNREADABLE && res.err == ENOENT))
+            report(path, &res, json, quiet, t);
+        /* else merged and deleted since the listing: nothing to check */
+        free(res.skips);
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -341,6 +440,7 @@ int logctl_verify(int argc, char **argv)
 
             verify_file(-1, NULL, argv[i], false, &res);
             report(argv[i], &res, json, quiet, &t);
+            free(res.skips);
         }
     }
     if (!json && !quiet && r == 0)
