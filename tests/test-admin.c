@@ -468,7 +468,7 @@ static void test_verify(void **state)
     char *file, *copy;
     struct run r;
     logshard *ls;
-    char want[64];
+    char want[128];
     uint64_t header_len = 46 + strlen("checked");
     uint64_t rec2 = header_len + 2 * (16 + 6);
     int fd;
@@ -514,10 +514,12 @@ static void test_verify(void **state)
     assert_int_equal(pwrite(fd, &c, 1, (off_t)(rec2 + 16 + 1)), 1);
     close(fd);
 
-    snprintf(want, sizeof(want), "offset %" PRIu64 ": record CRC mismatch", rec2);
+    snprintf(want, sizeof(want), "record CRC mismatch at offset %" PRIu64 ": skipped that record",
+             rec2);
     r = logctl_run(h, "verify", file, copy, NULL);
     expect_code(&r, 1, "verify a damaged file");
     assert_non_null(strstr(r.out, "CORRUPT"));
+    assert_non_null(strstr(r.out, "4 records readable in 1 shard, 22 bytes skipped in 1 place"));
     assert_non_null(strstr(r.out, want));
     assert_non_null(strstr(r.out, "TORN"));
     assert_non_null(strstr(r.out, "file ends inside a record"));
@@ -530,7 +532,8 @@ static void test_verify(void **state)
         assert_false(json_get_bool(v, "ok", true));
         assert_string_equal(json_get_str(v, "verdict", ""), "corrupt");
         assert_true(json_get_u64(v, "offset", 0) == rec2);
-        assert_true(json_get_u64(v, "records", 99) == 2);
+        assert_true(json_get_u64(v, "records", 99) == 4); /* the damaged one skipped */
+        assert_true(json_get_u64(v, "skipped_bytes", 0) == 22);
         json_value_free(v);
     }
     run_free(&r);
@@ -541,10 +544,11 @@ static void test_verify(void **state)
     assert_non_null(strstr(r.out, "1 file checked, 1 bad"));
     run_free(&r);
 
-    /* cat and ls see it too, and say so. */
+    /* cat and ls see it too, and say so; only the damaged record is lost. */
     r = logctl_run(h, "cat", file, NULL);
     expect_code(&r, 1, "cat of a damaged file");
-    assert_string_equal(r.out, "rec-00\nrec-01\n");
+    assert_string_equal(r.out, "rec-00\nrec-01\nrec-03\nrec-04\n");
+    assert_non_null(strstr(r.err, want));
     run_free(&r);
 
     r = logctl_run(h, "verify", "/nonexistent/file", NULL);
