@@ -207,6 +207,26 @@ def shard_seeds():
     s["garbage-after-shard"] = shard() + b"\0" * 20
     s["garbage-between-shards"] = shard(b"a") + b"junk" + shard(b"b")
     s["empty"] = b""
+    # Salvage (shard_reader_skip_damage): damage the reader must skip alone
+    # or resynchronise after, in merged files of sealed shards.
+    hdr2 = shard_header(version=2)
+    body = hdr2 + record(b"one") + record(b"two", bad_crc=True) + record(b"three")
+    s["salvage-bad-crc-sealed"] = body + trailer(len(body), 3)
+    bad_len = hdr2 + record(b"one") + record(b"two", length=9) + record(b"three")
+    s["salvage-bad-length-merged"] = (bad_len + trailer(len(bad_len), 3) +
+                                      sealed(b"beta", shard_id=2) + sealed(b"gamma", shard_id=3))
+    s["salvage-bad-header-merged"] = (shard(version=2, bad_crc=True) + sealed(b"beta", shard_id=2))
+    later = sealed(b"beta", shard_id=2)
+    third = sealed(b"gamma", shard_id=3)
+    # A length that lands exactly on the third shard's second record.
+    two_at = len(hdr2) + len(record(b"one"))
+    first = len(body) + len(trailer(len(body), 3))
+    target = first + len(later) + len(shard_header(b"gamma", version=2)) + len(record(b"one"))
+    into = hdr2 + record(b"one") + record(b"two", length=target - two_at - 16) + record(b"three")
+    s["salvage-length-onto-third-shard"] = into + trailer(len(into), 3) + later + third
+    inner = hdr2 + record(shard_header(b"inner", version=2), bad_crc=True) + record(b"after")
+    s["salvage-magic-in-damaged-payload"] = inner + trailer(len(inner), 2) + later
+    s["salvage-bad-trailer-merged"] = sealed()[:-1] + b"\x01" + later
     return s
 
 
