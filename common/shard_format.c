@@ -207,6 +207,7 @@ struct shard_reader {
 int shard_reader_new(struct shard_reader **ret, int fd)
 {
     struct shard_reader *r = calloc(1, sizeof(*r));
+    int saved_errno;
 
     if (!r)
         return -ENOMEM;
@@ -218,7 +219,9 @@ int shard_reader_new(struct shard_reader **ret, int fd)
     r->cap = READER_MIN_BUFFER;
     r->fd = fd;
     /* Only skipping damage seeks; a pipe reads fine until then. */
+    saved_errno = errno;
     r->fd_base = lseek(fd, 0, SEEK_CUR);
+    errno = saved_errno;
     *ret = r;
     return 0;
 }

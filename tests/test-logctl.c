@@ -1,6 +1,6 @@
 /* Unit tests for logctl's helpers that need no daemon: the time parser of
  * --since/--until/--before (tools/timeparse.c), the size and time
- * formatting (tools/format.c), and the JSON writer and parser, UTF-8 check
+ * formatting and the description of skipped damage (tools/format.c), and the JSON writer and parser, UTF-8 check
  * and base64 of common/json.c that --json output and the admin protocol
  * use. */
 #include <errno.h>
@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "cat.h"
 #include "json.h"
 #include "logctl.h"
 
@@ -157,6 +158,55 @@ static void test_format(void **state)
     /* What the formatter writes, the parser reads back exactly. */
     assert_int_equal(rfc3339_format(T_1000 + 987654321, 9, buf, sizeof(buf)), 0);
     assert_true(parse_ok(buf, 0) == T_1000 + 987654321);
+}
+
+static void test_describe_skip(void **state)
+{
+    struct shard_skip s;
+    char buf[LOGCTL_SKIP_TEXT_MAX];
+    (void)state;
+
+    memset(&s, 0, sizeof(s));
+    s.offset = 112;
+    s.bytes = 22;
+    s.records = 1;
+    s.why = "record CRC mismatch";
+    s.in_shard = true;
+    s.header.shard_id = 0x2a;
+    strcpy(s.header.producer, "app");
+    logctl_describe_skip(&s, false, buf, sizeof(buf));
+    assert_string_equal(buf, "record CRC mismatch at offset 112: skipped that record (22 bytes) "
+                             "of shard app.000000000000002a");
+
+    s.records = 0;
+    s.bytes = 4000;
+    s.why = "impossible record length";
+    logctl_describe_skip(&s, false, buf, sizeof(buf));
+    assert_string_equal(buf, "impossible record length at offset 112: skipped 4000 bytes of "
+                             "shard app.000000000000002a, up to the next shard header at "
+                             "offset 4112");
+    logctl_describe_skip(&s, true, buf, sizeof(buf));
+    assert_string_equal(buf, "impossible record length at offset 112: skipped 4000 bytes of "
+                             "shard app.000000000000002a to the end of the file");
+
+    s.in_shard = false;
+    s.torn = true;
+    s.offset = 0;
+    s.bytes = 30;
+    s.why = "file ends inside a shard header";
+    logctl_describe_skip(&s, true, buf, sizeof(buf));
+    assert_string_equal(buf, "file ends inside a shard header at offset 0: skipped 30 bytes to "
+                             "the end of the file (a torn tail)");
+
+    s.bytes = 0;
+    s.why = "empty file (no shard header)";
+    logctl_describe_skip(&s, true, buf, sizeof(buf));
+    assert_string_equal(buf, "empty file (no shard header) at offset 0");
+
+    /* Cut short, never overrun. */
+    s.bytes = 5;
+    logctl_describe_skip(&s, true, buf, 12);
+    assert_string_equal(buf, "empty file ");
 }
 
 static void test_utf8(void **state)
@@ -392,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_time_keywords_and_relative),
         cmocka_unit_test(test_time_refused),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_describe_skip),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_json_writer),

@@ -157,7 +157,7 @@ static void scan_done(int done_fd, struct entry *e, const char *name)
     _cleanup_close_ int fd = -1;
     struct shard_reader *reader = NULL;
     struct shard_item item;
-    struct shard_skip skip, first;
+    struct shard_skip skip, first = { .why = NULL };
     uint64_t damaged = 0, skipped = 0;
     mode_t mode = 0;
     struct stat st;
