@@ -28,7 +28,15 @@
  * kept whole for an operator, and never published in done/. Under batch and
  * always, a failed earlier sync only ever covered unacknowledged records, so
  * the file is cut back to what the last good sync proved and sealed. A
- * failed rename leaves the file in active/ for recovery. */
+ * failed rename leaves the file in active/ for recovery.
+ *
+ * A shard keeps nothing when what it may keep is shorter than its header:
+ * its first write (the header and the first records) failed or came back
+ * short, typically on a full disk, or under batch and always no sync ever
+ * proved it. No record of it was acknowledged, and a seal would put a file
+ * without a header (empty, or a trailer alone) into done/, which every
+ * reader refuses. Its temp file is removed instead, and nothing reaches
+ * done/. */
 #include "seal.h"
 
 #include <errno.h>
@@ -214,6 +222,24 @@ static void on_seal_step(struct io_req *req, int res)
     }
 }
 
+/* Removes the temp file of a shard that holds no header (see the top of
+ * this file). The removal is not synced: if it is lost in a crash,
+ * recovery finds the file again, removes it when it is empty and moves it
+ * to quarantine/ otherwise; it never seals it. */
+static void discard(struct shard *s, const char *why)
+{
+    struct daemon *d = s->d;
+
+    s->discarded = true;
+    s->discard_why = why;
+    if (unlinkat(d->active_fd, s->tmp_name, 0) < 0) {
+        s->seal_failed_step = "removing a shard whose header was never written";
+        shard_sealed(s, -errno);
+        return;
+    }
+    shard_sealed(s, 0);
+}
+
 void seal_start(struct shard *s)
 {
     bool synced_each_write = s->policy == FSYNC_BATCH || s->policy == FSYNC_ALWAYS;
@@ -233,6 +259,14 @@ void seal_start(struct shard *s)
             return;
         }
         keep = s->size_synced;
+    }
+    if (keep < shard_header_size(strlen(s->producer))) {
+        /* Nothing acknowledged can be lost here: every record follows the
+         * header, and the header is not there. */
+        discard(s, s->sync_error && keep < s->size_written
+                       ? "no fdatasync ever proved its header durable"
+                       : "its header was never written whole");
+        return;
     }
     memset(&t, 0, sizeof(t));
     t.shard_len = keep;

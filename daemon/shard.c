@@ -546,7 +546,14 @@ void shard_sealed(struct shard *s, int err)
 {
     struct daemon *d = s->d;
 
-    if (err == 0 && s->quarantined) {
+    if (err == 0 && s->discarded) {
+        /* The error that cut the shard short was reported to its producer
+         * and logged when it happened; this says where the file went. */
+        log_warning("removed active/%s of producer %s instead of sealing it: %s (%s), so it "
+                    "holds no record; nothing of it goes to done/",
+                    s->tmp_name, s->producer, s->discard_why,
+                    strerror(-(s->error ? s->error : s->sync_error)));
+    } else if (err == 0 && s->quarantined) {
         log_error("active/%s is now quarantine/%s: %" PRIu64 " records in it were never "
                   "proven durable",
                   s->tmp_name, s->tmp_name, s->records_written - s->records_synced);
@@ -564,8 +571,12 @@ void shard_sealed(struct shard *s, int err)
     list_del(&s->node);
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
+    /* A removed shard was not sealed: whoever waits for its seal (a rotate
+     * request) hears the error that kept it from being written. */
     if (d->shard_sealed_hook)
-        d->shard_sealed_hook(d, s, err);
+        d->shard_sealed_hook(d, s, err == 0 && s->discarded
+                                       ? (s->error ? s->error : -EIO)
+                                       : err);
     shard_free(s);
     daemon_maybe_finish(d);
 }

@@ -108,6 +108,10 @@ struct shard {
     uint64_t trailer_offset;
     int quarantine_fd;
     bool quarantined;
+    /* The header never reached the file whole (or no sync proved it): the
+     * temp file was removed instead of sealed; discard_why says why. */
+    bool discarded;
+    const char *discard_why;
     bool counted_open; /* in d->open_shards */
     unsigned seal_completed;
     int seal_error;
@@ -143,7 +147,9 @@ bool shard_settled(const struct shard *s);
 void shard_detach(struct shard *s);
 
 /* Seals the shard once its pending writes are done: fdatasync, rename into
- * done/, fsync both directories; then frees it. The shard takes no more
+ * done/, fsync both directories; then frees it. A shard whose header was
+ * never written whole (a full disk at its first write) holds no record and
+ * is removed from active/ instead: nothing without a header reaches done/. The shard takes no more
  * records. The caller must not use s afterwards unless it stays attached and
  * waits for its callbacks, which stop once sealing starts. */
 void shard_seal(struct shard *s);
