@@ -46,25 +46,9 @@
 #include <unistd.h>
 
 #include "fileutil.h"
+#include "recovery-internal.h"
 #include "shard_format.h"
 #include "wire.h"
-
-#define ID_HEX_DIGITS 16u
-#define TMP_SUFFIX ".tmp"
-#define SHARD_SUFFIX ".shard"
-#define QUARANTINE_DIR "quarantine"
-#define QUARANTINE_MAX_SUFFIX 999u
-
-/* Room for the longest name recovery builds: producer, '.', id, the longer
- * suffix, a quarantine suffix (".999") and the NUL. Names are checked
- * against the producer rule before they are copied, so this bound holds. */
-#define NAME_BUF (WIRE_PRODUCER_NAME_MAX + 1u + ID_HEX_DIGITS + sizeof(SHARD_SUFFIX) + 4u + 1u)
-
-#define report(rec, level, ...)                                                    \
-    do {                                                                           \
-        if ((rec)->ops && (rec)->ops->report)                                      \
-            (rec)->ops->report((rec)->ops->ctx, (level), __VA_ARGS__);             \
-    } while (0)
 
 /* A temp file whose name has the shard form. */
 struct candidate {
@@ -73,14 +57,6 @@ struct candidate {
     const char *producer;      /* points into tmp_name; not terminated */
     size_t producer_len;
     uint64_t id;
-};
-
-struct recovery {
-    int spool_fd, active_fd, done_fd;
-    int quarantine_fd; /* -1 until a file needs it */
-    const struct recovery_ops *ops;
-    struct recovery_stats stats;
-    bool sync_active, sync_done, sync_quarantine;
 };
 
 /* What reading a temp file through found. */
@@ -95,19 +71,17 @@ struct scan {
                           there is no header); NULL when the file is whole */
 };
 
-/* Splits <producer>.<16 lowercase hex>.tmp from the right (producer names
- * may contain dots). Returns false for any other name. */
-static bool parse_name(const char *name, struct candidate *ret)
+bool recovery_parse_name(const char *name, const char *suffix, size_t *ret_producer_len,
+                         uint64_t *ret_id)
 {
-    size_t len = strlen(name), suffix = strlen(TMP_SUFFIX);
+    size_t len = strlen(name), suffix_len = strlen(suffix);
     const char *id_str;
     uint64_t id = 0;
-    size_t producer_len, stem_len;
+    size_t producer_len;
 
-    if (len < 1 + 1 + ID_HEX_DIGITS + suffix || strcmp(name + len - suffix, TMP_SUFFIX) != 0)
+    if (len < 1 + 1 + ID_HEX_DIGITS + suffix_len || strcmp(name + len - suffix_len, suffix) != 0)
         return false;
-    stem_len = len - suffix;
-    id_str = name + stem_len - ID_HEX_DIGITS;
+    id_str = name + len - suffix_len - ID_HEX_DIGITS;
     if (id_str[-1] != '.')
         return false;
     for (size_t i = 0; i < ID_HEX_DIGITS; i++) {
@@ -123,13 +97,22 @@ static bool parse_name(const char *name, struct candidate *ret)
     producer_len = (size_t)(id_str - 1 - name);
     if (wire_check_producer_name(name, producer_len) < 0)
         return false;
+    *ret_producer_len = producer_len;
+    *ret_id = id;
+    return true;
+}
 
+/* A temp file name of the shard form, with its sealed name. */
+static bool parse_name(const char *name, struct candidate *ret)
+{
+    size_t stem_len = strlen(name) - strlen(TMP_SUFFIX);
+
+    if (!recovery_parse_name(name, TMP_SUFFIX, &ret->producer_len, &ret->id))
+        return false;
     ret->tmp_name = name;
     memcpy(ret->shard_name, name, stem_len);
     memcpy(ret->shard_name + stem_len, SHARD_SUFFIX, sizeof(SHARD_SUFFIX));
     ret->producer = name;
-    ret->producer_len = producer_len;
-    ret->id = id;
     return true;
 }
 
@@ -138,14 +121,25 @@ static bool same_file(const struct stat *a, const struct stat *b)
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* A problem with one file: report it and leave the file where it is. */
-static int fail_file(struct recovery *rec, const char *name, const char *what, int err)
+int recovery_fail(struct recovery *rec, enum recovery_dir dir, const char *name,
+                  const char *what, int err)
 {
+    if (dir == RECOVERY_DONE) {
+        rec->stats.done_failed++;
+        report(rec, RECOVERY_LOG_ERROR,
+               "cannot check done/%s: %s: %s; it stays in done/", name, what, strerror(-err));
+        return 0;
+    }
     rec->stats.files_failed++;
     report(rec, RECOVERY_LOG_ERROR,
            "cannot recover active/%s: %s: %s; it stays in active/ for the next start", name,
            what, strerror(-err));
     return 0;
+}
+
+static int fail_file(struct recovery *rec, const char *name, const char *what, int err)
+{
+    return recovery_fail(rec, RECOVERY_ACTIVE, name, what, err);
 }
 
 /* Moves oldname to newname without ever replacing an existing newname. */
@@ -195,13 +189,14 @@ static int open_quarantine(struct recovery *rec)
     return 0;
 }
 
-/* Moves active/<name> (the file st describes) to quarantine/, under its own
- * name or, when that is taken by another file, with a numeric suffix.
- * Returns 0 (also when this one file failed) or a negative errno when
- * quarantine/ is unusable. */
-static int quarantine(struct recovery *rec, const char *name, const struct stat *st,
-                      const char *why)
+int recovery_quarantine(struct recovery *rec, enum recovery_dir dir, const char *name,
+                        const struct stat *st, const char *why)
 {
+    const char *from = dir == RECOVERY_DONE ? "done" : "active";
+    int from_fd = dir == RECOVERY_DONE ? rec->done_fd : rec->active_fd;
+    uint64_t *counter =
+        dir == RECOVERY_DONE ? &rec->stats.done_quarantined : &rec->stats.files_quarantined;
+    bool *sync_from = dir == RECOVERY_DONE ? &rec->sync_done : &rec->sync_active;
     char qname[NAME_BUF];
     int r = open_quarantine(rec);
 
@@ -214,36 +209,43 @@ static int quarantine(struct recovery *rec, const char *name, const struct stat 
             snprintf(qname, sizeof(qname), "%s", name);
         else
             snprintf(qname, sizeof(qname), "%s.%u", name, i);
-        r = rename_noreplace(rec->active_fd, name, rec->quarantine_fd, qname);
+        r = rename_noreplace(from_fd, name, rec->quarantine_fd, qname);
         if (r == 0) {
-            rec->sync_active = rec->sync_quarantine = true;
-            rec->stats.files_quarantined++;
-            report(rec, RECOVERY_LOG_WARNING, "quarantined active/%s as " QUARANTINE_DIR "/%s: %s",
-                   name, qname, why);
+            *sync_from = rec->sync_quarantine = true;
+            (*counter)++;
+            report(rec, RECOVERY_LOG_WARNING, "quarantined %s/%s as " QUARANTINE_DIR "/%s: %s",
+                   from, name, qname, why);
             return 0;
         }
         if (r != -EEXIST)
-            return fail_file(rec, name, "cannot move it to " QUARANTINE_DIR "/", r);
+            return recovery_fail(rec, dir, name, "cannot move it to " QUARANTINE_DIR "/", r);
         if (fstatat(rec->quarantine_fd, qname, &qst, AT_SYMLINK_NOFOLLOW) == 0 &&
             same_file(st, &qst)) {
             /* An earlier recovery moved it here and was stopped before it
-             * synced active/. Make the quarantine name durable, then drop
-             * the temp name. */
+             * synced the directory it came from. Make the quarantine name
+             * durable, then drop the old name. */
             r = fsync_dir_fd(rec->quarantine_fd);
             if (r < 0)
-                return fail_file(rec, name, "cannot sync " QUARANTINE_DIR "/", r);
-            if (unlinkat(rec->active_fd, name, 0) < 0)
-                return fail_file(rec, name, "cannot remove its second name", -errno);
-            rec->sync_active = true;
-            rec->stats.files_quarantined++;
+                return recovery_fail(rec, dir, name, "cannot sync " QUARANTINE_DIR "/", r);
+            if (unlinkat(from_fd, name, 0) < 0)
+                return recovery_fail(rec, dir, name, "cannot remove its second name", -errno);
+            *sync_from = true;
+            (*counter)++;
             report(rec, RECOVERY_LOG_WARNING,
-                   "quarantined active/%s as " QUARANTINE_DIR "/%s: %s (an earlier recovery "
+                   "quarantined %s/%s as " QUARANTINE_DIR "/%s: %s (an earlier recovery "
                    "had moved it already)",
-                   name, qname, why);
+                   from, name, qname, why);
             return 0;
         }
     }
-    return fail_file(rec, name, "every name for it in " QUARANTINE_DIR "/ is taken", -EEXIST);
+    return recovery_fail(rec, dir, name, "every name for it in " QUARANTINE_DIR "/ is taken",
+                         -EEXIST);
+}
+
+static int quarantine(struct recovery *rec, const char *name, const struct stat *st,
+                      const char *why)
+{
+    return recovery_quarantine(rec, RECOVERY_ACTIVE, name, st, why);
 }
 
 /* Reads fd through from the start. Returns 0 with *ret filled, or the
@@ -391,6 +393,12 @@ static int recover_one(struct recovery *rec, const struct candidate *c)
 
     if (fstatat(rec->active_fd, c->tmp_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return fail_file(rec, c->tmp_name, "stat", -errno);
+    if (recovery_is_special(st.st_mode)) {
+        /* Never opened: opening a FIFO for reading waits for a writer. */
+        snprintf(why, sizeof(why), "a %s, not a shard (the daemon writes only regular files)",
+                 file_type_name(st.st_mode));
+        return quarantine(rec, c->tmp_name, &st, why);
+    }
     if (!S_ISREG(st.st_mode)) {
         rec->stats.files_ignored++;
         report(rec, RECOVERY_LOG_WARNING, "left active/%s alone: not a regular file",
@@ -508,7 +516,7 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Lists active/ (without "." and ".."), sorted, so that the work and the
+/* Lists a directory (without "." and ".."), sorted, so that the work and the
  * report come in a stable order and no entry is renamed while the
  * directory is being read. */
 static int list_dir(int dir_fd, char ***ret_names, size_t *ret_count)
@@ -580,9 +588,9 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
         .ops = ops,
     };
     struct candidate c;
-    char **names = NULL;
-    size_t n = 0;
-    uint64_t total = 0, handled = 0;
+    char **names = NULL, **done_names = NULL;
+    size_t n = 0, n_done = 0, producer_len;
+    uint64_t total = 0, handled = 0, id;
     int r, rs;
 
     r = list_dir(active_fd, &names, &n);
@@ -590,8 +598,18 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
         report(&rec, RECOVERY_LOG_ERROR, "cannot read active/: %s", strerror(-r));
         return r;
     }
+    /* done/ is listed before anything is sealed into it: what this run
+     * seals was just checked, and needs no second look. */
+    r = list_dir(done_fd, &done_names, &n_done);
+    if (r < 0) {
+        report(&rec, RECOVERY_LOG_ERROR, "cannot read done/: %s", strerror(-r));
+        free_names(names, n);
+        return r;
+    }
     for (size_t i = 0; i < n; i++)
         total += parse_name(names[i], &c);
+    for (size_t i = 0; i < n_done; i++)
+        total += recovery_parse_name(done_names[i], SHARD_SUFFIX, &producer_len, &id);
     if (total > 0 && ops && ops->progress)
         ops->progress(ops->ctx, 0, total);
 
@@ -612,6 +630,19 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
             ops->progress(ops->ctx, handled, total);
     }
 
+    /* Other names in done/ are not shards to anyone (merge, cat and verify
+     * skip them too): they are left alone without a word. */
+    for (size_t i = 0; i < n_done && r == 0; i++) {
+        if (!recovery_parse_name(done_names[i], SHARD_SUFFIX, &producer_len, &id))
+            continue;
+        r = recovery_check_done(&rec, done_names[i]);
+        if (r < 0)
+            break;
+        handled++;
+        if (ops && ops->progress)
+            ops->progress(ops->ctx, handled, total);
+    }
+
     /* Also after a fatal error: whatever was renamed so far must be durable. */
     rs = sync_dirs(&rec);
     if (r == 0)
@@ -619,6 +650,7 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
     if (rec.quarantine_fd >= 0)
         (void)close(rec.quarantine_fd); /* read-only directory descriptor */
     free_names(names, n);
+    free_names(done_names, n_done);
     if (r < 0)
         return r;
 
@@ -631,6 +663,14 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
                rec.stats.files_scanned, rec.stats.files_sealed, rec.stats.records_kept,
                rec.stats.bytes_cut, rec.stats.files_quarantined, rec.stats.duplicates_removed,
                rec.stats.empty_removed, rec.stats.files_failed);
+    /* A clean done/ is the normal case and says nothing. */
+    if (rec.stats.done_quarantined + rec.stats.done_damaged + rec.stats.done_failed > 0)
+        report(&rec, RECOVERY_LOG_WARNING,
+               "recovery: %" PRIu64 " sealed shards in done/ checked: %" PRIu64
+               " quarantined (not a valid shard), %" PRIu64 " damaged and left for merge, %" PRIu64
+               " could not be checked",
+               rec.stats.done_checked, rec.stats.done_quarantined, rec.stats.done_damaged,
+               rec.stats.done_failed);
     if (ret_stats)
         *ret_stats = rec.stats;
     return 0;

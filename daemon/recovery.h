@@ -39,6 +39,13 @@ struct recovery_stats {
     uint64_t files_ignored;      /* other entries of active/, left alone */
     uint64_t records_kept;       /* records in the files sealed */
     uint64_t bytes_cut;          /* torn or corrupt tails removed from them */
+
+    /* done/, as it was before this run sealed anything into it: */
+    uint64_t done_checked;     /* entries named <producer>.<16 hex>.shard */
+    uint64_t done_quarantined; /* no valid sealed shard of that name: moved to quarantine/ */
+    uint64_t done_damaged;     /* a valid header but damaged records: left for merge */
+    uint64_t done_failed;      /* could not be read or moved: left in done/ */
+    uint64_t done_ignored;     /* directories and symbolic links, left alone */
 };
 
 /* Recovers every shard temp file in active/ (spool_fd, active_fd and done_fd

@@ -787,7 +787,7 @@ static void test_foreign_names_left_alone(void **state)
 }
 
 /* After one recovery, a second one finds nothing to do and changes nothing
- * (it still mentions the foreign file). */
+ * (it still mentions the foreign file, and checks done/ in silence). */
 static void test_second_run_is_noop(void **state)
 {
     struct fixture *f = *state;
@@ -798,7 +798,7 @@ static void test_second_run_is_noop(void **state)
 
     build_shard(&a, "a", 1, 3);
     build_shard(&b, "b", 2, 3);
-    build_shard(&c, "c", 3, 1);
+    build_shard(&c, "c", 4, 1);
     write_file(f->active_fd, "a.0000000000000001.tmp", a.buf, a.len);
     write_file(f->active_fd, "b.0000000000000002.tmp", b.buf, b.len - 5);
     write_file(f->active_fd, "c.0000000000000003.tmp", "garbage", 7);
@@ -822,8 +822,13 @@ static void test_second_run_is_noop(void **state)
 
     run_recovery(f, &st);
     assert_stats(&st, 0, 0, 0, 0, 1, 0, 0);
+    assert_int_equal(st.done_checked, 3);
+    assert_int_equal(st.done_quarantined, 0);
     assert_int_equal(f->nlines, 1);
-    assert_int_equal(f->nprogress, 0);
+    /* Only the check of the three sealed shards in done/. */
+    assert_int_equal(f->nprogress, 4);
+    assert_int_equal(f->progress_done[3], 3);
+    assert_int_equal(f->progress_total[3], 3);
     assert_dir_lists(f->active_fd, active);
     assert_dir_lists(f->done_fd, done);
     assert_dir_lists(qfd, quarantined);
@@ -1057,6 +1062,195 @@ static void test_version1_gets_no_trailer(void **state)
     assert_reads_cleanly(f, "old.0000000000000071.shard", "old", 0x71, 2);
 }
 
+/* ---- done/: what must be a sealed shard ---- */
+
+/* Appends the seal trailer of the shard s holds (records of it), unaligned. */
+static void seal_bytes(struct shard_bytes *s, uint64_t records)
+{
+    struct shard_trailer t = {
+        .shard_len = s->len,
+        .records = records,
+        .newest_ns = 2000,
+    };
+
+    t.trailer_len = (uint32_t)shard_trailer_size(s->len, 0);
+    assert_true(s->len + t.trailer_len <= sizeof(s->buf));
+    shard_encode_trailer(s->buf + s->len, &t);
+    s->len += t.trailer_len;
+}
+
+/* What an older daemon sealed on a full disk: a seal trailer for a shard of
+ * no bytes at all, padded to the block size, with no header before it. */
+static size_t trailer_only(unsigned char *buf, size_t cap, size_t align)
+{
+    struct shard_trailer t = { .shard_len = 0, .records = 0, .newest_ns = 1 };
+
+    t.trailer_len = (uint32_t)shard_trailer_size(0, align);
+    assert_true(t.trailer_len <= cap);
+    shard_encode_trailer(buf, &t);
+    return t.trailer_len;
+}
+
+/* Entries of done/ that cannot be the sealed shard their name says move to
+ * quarantine/ unchanged, each with a line saying why; whole shards (sealed,
+ * sealed without a trailer, version 1), a shard with a damaged record,
+ * directories, symbolic links and other names stay where they are. */
+static void test_done_invalid_quarantined(void **state)
+{
+    struct fixture *f = *state;
+    static const char garbage[] = "not a shard\n";
+    struct shard_bytes s, merged, sealed, bare, v1, damaged;
+    unsigned char trailer[1024];
+    size_t trailer_len = trailer_only(trailer, sizeof(trailer), 1024);
+    struct recovery_stats st;
+    const char *kept;
+    size_t crc_at, second_at;
+    char line[256];
+    int qfd;
+
+    write_file(f->done_fd, "empty.0000000000000001.shard", "", 0);
+    write_file(f->done_fd, "newp.0000000000000002.shard", trailer, trailer_len);
+    build_shard(&s, "short", 3, 1);
+    write_file(f->done_fd, "short.0000000000000003.shard", s.buf, 20);
+    write_file(f->done_fd, "junk.0000000000000004.shard", garbage, sizeof(garbage) - 1);
+    build_shard(&s, "web", 6, 2);
+    seal_bytes(&s, 2);
+    write_file(f->done_fd, "web.0000000000000005.shard", s.buf, s.len);
+    build_shard(&merged, "m", 7, 1);
+    seal_bytes(&merged, 1);
+    build_shard(&s, "m", 8, 1);
+    second_at = merged.len;
+    memcpy(merged.buf + merged.len, s.buf, s.len);
+    merged.len += s.len;
+    write_file(f->done_fd, "m.0000000000000007.shard", merged.buf, merged.len);
+    assert_int_equal(mkfifoat(f->done_fd, "fifo.0000000000000009.shard", 0600), 0);
+
+    build_shard(&sealed, "ok", 0x10, 3);
+    seal_bytes(&sealed, 3);
+    write_file(f->done_fd, "ok.0000000000000010.shard", sealed.buf, sealed.len);
+    build_shard(&bare, "bare", 0x11, 2); /* sealed without a trailer (a full disk) */
+    write_file(f->done_fd, "bare.0000000000000011.shard", bare.buf, bare.len);
+    build_shard(&v1, "old", 0x12, 2);
+    crc_at = v1.record_offset[0] - 4;
+    wire_put_u16(v1.buf + 8, 1);
+    wire_put_u32(v1.buf + crc_at, crc32c(v1.buf, crc_at));
+    write_file(f->done_fd, "old.0000000000000012.shard", v1.buf, v1.len);
+    build_shard(&damaged, "dmg", 0x13, 3);
+    damaged.buf[damaged.record_offset[1] + 17] ^= 0x20;
+    write_file(f->done_fd, "dmg.0000000000000013.shard", damaged.buf, damaged.len);
+    assert_int_equal(mkdirat(f->done_fd, "dir.0000000000000014.shard", 0700), 0);
+    assert_int_equal(symlinkat("ok.0000000000000010.shard", f->done_fd,
+                               "link.0000000000000015.shard"),
+                     0);
+    write_file(f->done_fd, "README", garbage, sizeof(garbage) - 1);
+
+    alarm(30); /* a FIFO opened for reading would block here forever */
+    run_recovery(f, &st);
+    alarm(0);
+
+    assert_stats(&st, 0, 0, 0, 0, 0, 0, 0);
+    assert_int_equal(st.done_checked, 10);
+    assert_int_equal(st.done_quarantined, 7);
+    assert_int_equal(st.done_damaged, 1);
+    assert_int_equal(st.done_failed, 0);
+    assert_int_equal(st.done_ignored, 2);
+    kept = "README\nbare.0000000000000011.shard\ndir.0000000000000014.shard\n"
+           "dmg.0000000000000013.shard\nlink.0000000000000015.shard\n"
+           "ok.0000000000000010.shard\nold.0000000000000012.shard\n";
+    assert_dir_lists(f->done_fd, kept);
+    assert_file_equals(f->done_fd, "ok.0000000000000010.shard", sealed.buf, sealed.len);
+    assert_file_equals(f->done_fd, "bare.0000000000000011.shard", bare.buf, bare.len);
+    assert_file_equals(f->done_fd, "old.0000000000000012.shard", v1.buf, v1.len);
+    assert_file_equals(f->done_fd, "dmg.0000000000000013.shard", damaged.buf, damaged.len);
+
+    qfd = openat(f->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(qfd >= 0);
+    assert_dir_lists(qfd, "empty.0000000000000001.shard\nfifo.0000000000000009.shard\n"
+                          "junk.0000000000000004.shard\nm.0000000000000007.shard\n"
+                          "newp.0000000000000002.shard\nshort.0000000000000003.shard\n"
+                          "web.0000000000000005.shard\n");
+    assert_file_equals(qfd, "newp.0000000000000002.shard", trailer, trailer_len);
+    assert_file_equals(qfd, "m.0000000000000007.shard", merged.buf, merged.len);
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/empty.0000000000000001.shard as "
+                    "quarantine/empty.0000000000000001.shard: empty file (no shard header)");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/newp.0000000000000002.shard as "
+                    "quarantine/newp.0000000000000002.shard: a seal trailer without a shard "
+                    "header (what older versions sealed when a full disk kept the header from "
+                    "being written)");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/short.0000000000000003.shard as "
+                    "quarantine/short.0000000000000003.shard: file ends inside a shard header");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/junk.0000000000000004.shard as "
+                    "quarantine/junk.0000000000000004.shard: no shard header (bad magic)");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/web.0000000000000005.shard as "
+                    "quarantine/web.0000000000000005.shard: its header is for producer web, "
+                    "shard 0000000000000006, not the one its name says");
+    snprintf(line, sizeof(line),
+             "quarantined done/m.0000000000000007.shard as quarantine/m.0000000000000007.shard: "
+             "a second shard header at offset %zu (a merged file, not a shard)",
+             second_at);
+    assert_reported(f, RECOVERY_LOG_WARNING, line);
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/fifo.0000000000000009.shard as "
+                    "quarantine/fifo.0000000000000009.shard: a FIFO, not a shard (the daemon "
+                    "writes only regular files)");
+    snprintf(line, sizeof(line),
+             "done/dmg.0000000000000013.shard: record CRC mismatch at offset %zu; left in "
+             "done/: its header is valid, so only records are damaged, which logctl merge "
+             "and verify report",
+             damaged.record_offset[1]);
+    assert_reported(f, RECOVERY_LOG_WARNING, line);
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "left done/dir.0000000000000014.shard alone: a directory, not a shard");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "left done/link.0000000000000015.shard alone: a symbolic link, not a shard");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "recovery: 10 sealed shards in done/ checked: 7 quarantined (not a valid "
+                    "shard), 1 damaged and left for merge, 0 could not be checked");
+    assert_int_equal(f->nlines, 11);
+
+    /* Nothing left to move: a second run moves nothing. */
+    run_recovery(f, &st);
+    assert_int_equal(st.done_quarantined, 0);
+    assert_dir_lists(f->done_fd, kept);
+    close(qfd);
+}
+
+/* A FIFO named like a temp shard in active/ is moved to quarantine/ without
+ * being opened; the real temp shard beside it is recovered. */
+static void test_active_fifo_quarantined(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_bytes s;
+    struct recovery_stats st;
+    struct stat qst;
+    int qfd;
+
+    assert_int_equal(mkfifoat(f->active_fd, "pipe.0000000000000001.tmp", 0600), 0);
+    build_shard(&s, "web", 2, 2);
+    write_file(f->active_fd, "web.0000000000000002.tmp", s.buf, s.len);
+    alarm(30); /* a FIFO opened for reading would block here forever */
+    run_recovery(f, &st);
+    alarm(0);
+
+    assert_stats(&st, 1, 1, 1, 0, 0, 2, 0);
+    assert_dir_lists(f->active_fd, "");
+    assert_dir_lists(f->done_fd, "web.0000000000000002.shard\n");
+    qfd = openat(f->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(qfd >= 0);
+    assert_int_equal(fstatat(qfd, "pipe.0000000000000001.tmp", &qst, AT_SYMLINK_NOFOLLOW), 0);
+    assert_true(S_ISFIFO(qst.st_mode));
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined active/pipe.0000000000000001.tmp as "
+                    "quarantine/pipe.0000000000000001.tmp: a FIFO, not a shard (the daemon "
+                    "writes only regular files)");
+    close(qfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1079,6 +1273,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_second_run_is_noop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unopenable_file_left, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_done_invalid_quarantined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_active_fifo_quarantined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daemon_recovers_at_start, harness_setup,
                                         harness_teardown),
     };

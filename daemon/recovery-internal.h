@@ -1,0 +1,80 @@
+/* What the two halves of start-up recovery share: recovery.c (the run, and
+ * the temp shards in active/) and recovery-done.c (the check of done/).
+ * Not for any other module; recovery.h is the interface. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "recovery.h"
+#include "wire.h"
+
+#define ID_HEX_DIGITS 16u
+#define TMP_SUFFIX ".tmp"
+#define SHARD_SUFFIX ".shard"
+#define QUARANTINE_DIR "quarantine"
+#define QUARANTINE_MAX_SUFFIX 999u
+
+/* Room for the longest name recovery builds: producer, '.', id, the longer
+ * suffix, a quarantine suffix (".999") and the NUL. Names are checked
+ * against the producer rule before they are copied, so this bound holds. */
+#define NAME_BUF (WIRE_PRODUCER_NAME_MAX + 1u + ID_HEX_DIGITS + sizeof(SHARD_SUFFIX) + 4u + 1u)
+
+#define report(rec, level, ...)                                                    \
+    do {                                                                           \
+        if ((rec)->ops && (rec)->ops->report)                                      \
+            (rec)->ops->report((rec)->ops->ctx, (level), __VA_ARGS__);             \
+    } while (0)
+
+struct recovery {
+    int spool_fd, active_fd, done_fd;
+    int quarantine_fd; /* -1 until a file needs it */
+    const struct recovery_ops *ops;
+    struct recovery_stats stats;
+    bool sync_active, sync_done, sync_quarantine;
+};
+
+/* The two spool directories recovery takes files out of. */
+enum recovery_dir {
+    RECOVERY_ACTIVE,
+    RECOVERY_DONE,
+};
+
+/* A FIFO, a socket or a device: an entry nobody may open blindly (a FIFO
+ * blocks a reader until a writer comes) and the daemon never makes. Found
+ * under a shard's name in active/ or done/, such an entry is moved to
+ * quarantine/, so that no tool reading the spool trips on it. Directories
+ * and symbolic links are left where they are and reported. */
+static inline bool recovery_is_special(mode_t mode)
+{
+    return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) || S_ISBLK(mode);
+}
+
+/* Splits <producer>.<16 lowercase hex><suffix> from the right (producer
+ * names may contain dots). Returns false for any other name; otherwise
+ * *ret_producer_len and *ret_id are written. */
+bool recovery_parse_name(const char *name, const char *suffix, size_t *ret_producer_len,
+                         uint64_t *ret_id);
+
+/* Moves <dir>/<name> (the entry st describes, as fstatat without following
+ * links saw it) to quarantine/, under its own name or, when another file
+ * has that name, with a numeric suffix; counts it and reports why. Never
+ * replaces anything and never opens the entry, so a FIFO or a device is
+ * moved like a file. Returns 0 (also when only this entry could not be
+ * moved: that is reported and counted) or a negative errno when
+ * quarantine/ itself is unusable. */
+int recovery_quarantine(struct recovery *rec, enum recovery_dir dir, const char *name,
+                        const struct stat *st, const char *why);
+
+/* Reports a problem with one entry of dir and counts it; the entry stays
+ * where it is. Returns 0: one file never stops recovery. */
+int recovery_fail(struct recovery *rec, enum recovery_dir dir, const char *name,
+                  const char *what, int err);
+
+/* Checks done/<name> (an entry named <producer>.<16 hex>.shard) and moves
+ * it to quarantine/ when it cannot be the sealed shard its name says.
+ * Returns 0 or a negative errno that must stop recovery (memory, an
+ * unusable quarantine/). See recovery-done.c. */
+int recovery_check_done(struct recovery *rec, const char *name);
