@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -34,7 +35,22 @@ struct recovery {
     const struct recovery_ops *ops;
     struct recovery_stats stats;
     bool sync_active, sync_done, sync_quarantine;
+    bool done_full; /* every shard of done/ is checked, not only odd entries */
 };
+
+/* A directory entry as readdir(3) gave it. */
+struct recovery_entry {
+    char *name;
+    unsigned char type; /* d_type: DT_REG, DT_FIFO, ...; DT_UNKNOWN on some filesystems */
+};
+
+/* Lists dir_fd (without "." and "..", and only what keep accepts when it is
+ * not NULL), sorted by name, so that the work and the report come in a
+ * stable order and no entry is renamed while the directory is being read.
+ * Returns 0 or a negative errno. */
+int recovery_list_dir(int dir_fd, bool (*keep)(const struct dirent *de, void *ctx), void *ctx,
+                      struct recovery_entry **ret_entries, size_t *ret_count);
+void recovery_free_entries(struct recovery_entry *entries, size_t n);
 
 /* The two spool directories recovery takes files out of. */
 enum recovery_dir {
@@ -73,8 +89,18 @@ int recovery_quarantine(struct recovery *rec, enum recovery_dir dir, const char 
 int recovery_fail(struct recovery *rec, enum recovery_dir dir, const char *name,
                   const char *what, int err);
 
-/* Checks done/<name> (an entry named <producer>.<16 hex>.shard) and moves
- * it to quarantine/ when it cannot be the sealed shard its name says.
- * Returns 0 or a negative errno that must stop recovery (memory, an
- * unusable quarantine/). See recovery-done.c. */
-int recovery_check_done(struct recovery *rec, const char *name);
+/* The check of done/ (recovery-done.c), in three steps. recovery_done_plan
+ * lists done/ and returns the entries to check: every shard name the first
+ * time, then only entries that are not regular files (see there). It
+ * reports what stops it and returns a negative errno then. */
+int recovery_done_plan(struct recovery *rec, struct recovery_entry **ret_entries,
+                       size_t *ret_count);
+
+/* Checks one entry the plan returned and moves it to quarantine/ when it
+ * cannot be the sealed shard its name says. Returns 0 or a negative errno
+ * that must stop recovery (memory, an unusable quarantine/). */
+int recovery_check_done(struct recovery *rec, const struct recovery_entry *e);
+
+/* After a full check that could read every file: records that done/ holds
+ * nothing an older version left, so later starts skip the full check. */
+void recovery_done_finish(struct recovery *rec);

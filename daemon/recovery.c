@@ -504,27 +504,26 @@ static int sync_dirs(struct recovery *rec)
     return first;
 }
 
-static void free_names(char **names, size_t n)
+void recovery_free_entries(struct recovery_entry *entries, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+        free(entries[i].name);
+    free(entries);
 }
 
-static int compare_names(const void *a, const void *b)
+static int compare_entries(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const struct recovery_entry *)a)->name,
+                  ((const struct recovery_entry *)b)->name);
 }
 
-/* Lists a directory (without "." and ".."), sorted, so that the work and the
- * report come in a stable order and no entry is renamed while the
- * directory is being read. */
-static int list_dir(int dir_fd, char ***ret_names, size_t *ret_count)
+int recovery_list_dir(int dir_fd, bool (*keep)(const struct dirent *de, void *ctx), void *ctx,
+                      struct recovery_entry **ret_entries, size_t *ret_count)
 {
     /* A new open file description: readdir on a dup would move the shared
      * offset of the caller's descriptor. */
     int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    char **names = NULL;
+    struct recovery_entry *v = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
     DIR *dir;
@@ -547,32 +546,35 @@ static int list_dir(int dir_fd, char ***ret_names, size_t *ret_count)
         }
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
+        if (keep && !keep(de, ctx))
+            continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 16;
-            char **nn = realloc(names, ncap * sizeof(*names));
+            struct recovery_entry *nv = reallocarray(v, ncap, sizeof(*v));
 
-            if (!nn) {
+            if (!nv) {
                 r = -ENOMEM;
                 break;
             }
-            names = nn;
+            v = nv;
             cap = ncap;
         }
-        names[n] = strdup(de->d_name);
-        if (!names[n]) {
+        v[n].name = strdup(de->d_name);
+        if (!v[n].name) {
             r = -ENOMEM;
             break;
         }
+        v[n].type = de->d_type;
         n++;
     }
     (void)closedir(dir); /* read-only; nothing to flush */
     if (r < 0) {
-        free_names(names, n);
+        recovery_free_entries(v, n);
         return r;
     }
     if (n > 1)
-        qsort(names, n, sizeof(*names), compare_names);
-    *ret_names = names;
+        qsort(v, n, sizeof(*v), compare_entries);
+    *ret_entries = v;
     *ret_count = n;
     return 0;
 }
@@ -587,39 +589,37 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
         .quarantine_fd = -1,
         .ops = ops,
     };
+    struct recovery_entry *active = NULL, *done = NULL;
+    size_t n_active = 0, n_done = 0;
     struct candidate c;
-    char **names = NULL, **done_names = NULL;
-    size_t n = 0, n_done = 0, producer_len;
-    uint64_t total = 0, handled = 0, id;
+    uint64_t total = 0, handled = 0;
     int r, rs;
 
-    r = list_dir(active_fd, &names, &n);
+    r = recovery_list_dir(active_fd, NULL, NULL, &active, &n_active);
     if (r < 0) {
         report(&rec, RECOVERY_LOG_ERROR, "cannot read active/: %s", strerror(-r));
         return r;
     }
     /* done/ is listed before anything is sealed into it: what this run
      * seals was just checked, and needs no second look. */
-    r = list_dir(done_fd, &done_names, &n_done);
+    r = recovery_done_plan(&rec, &done, &n_done);
     if (r < 0) {
-        report(&rec, RECOVERY_LOG_ERROR, "cannot read done/: %s", strerror(-r));
-        free_names(names, n);
+        recovery_free_entries(active, n_active);
         return r;
     }
-    for (size_t i = 0; i < n; i++)
-        total += parse_name(names[i], &c);
-    for (size_t i = 0; i < n_done; i++)
-        total += recovery_parse_name(done_names[i], SHARD_SUFFIX, &producer_len, &id);
+    for (size_t i = 0; i < n_active; i++)
+        total += parse_name(active[i].name, &c);
+    total += n_done;
     if (total > 0 && ops && ops->progress)
         ops->progress(ops->ctx, 0, total);
 
-    for (size_t i = 0; i < n; i++) {
-        if (!parse_name(names[i], &c)) {
+    for (size_t i = 0; i < n_active; i++) {
+        if (!parse_name(active[i].name, &c)) {
             rec.stats.files_ignored++;
             report(&rec, RECOVERY_LOG_WARNING,
                    "left active/%s alone: not a shard temp file name "
                    "(<producer>.<16 hex digits>.tmp)",
-                   names[i]);
+                   active[i].name);
             continue;
         }
         r = recover_one(&rec, &c);
@@ -629,19 +629,16 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
         if (ops && ops->progress)
             ops->progress(ops->ctx, handled, total);
     }
-
-    /* Other names in done/ are not shards to anyone (merge, cat and verify
-     * skip them too): they are left alone without a word. */
     for (size_t i = 0; i < n_done && r == 0; i++) {
-        if (!recovery_parse_name(done_names[i], SHARD_SUFFIX, &producer_len, &id))
-            continue;
-        r = recovery_check_done(&rec, done_names[i]);
+        r = recovery_check_done(&rec, &done[i]);
         if (r < 0)
             break;
         handled++;
         if (ops && ops->progress)
             ops->progress(ops->ctx, handled, total);
     }
+    if (r == 0)
+        recovery_done_finish(&rec);
 
     /* Also after a fatal error: whatever was renamed so far must be durable. */
     rs = sync_dirs(&rec);
@@ -649,8 +646,8 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
         r = rs;
     if (rec.quarantine_fd >= 0)
         (void)close(rec.quarantine_fd); /* read-only directory descriptor */
-    free_names(names, n);
-    free_names(done_names, n_done);
+    recovery_free_entries(active, n_active);
+    recovery_free_entries(done, n_done);
     if (r < 0)
         return r;
 
@@ -666,9 +663,9 @@ int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery
     /* A clean done/ is the normal case and says nothing. */
     if (rec.stats.done_quarantined + rec.stats.done_damaged + rec.stats.done_failed > 0)
         report(&rec, RECOVERY_LOG_WARNING,
-               "recovery: %" PRIu64 " sealed shards in done/ checked: %" PRIu64
-               " quarantined (not a valid shard), %" PRIu64 " damaged and left for merge, %" PRIu64
-               " could not be checked",
+               "recovery: done/: %" PRIu64 " shards checked, %" PRIu64
+               " entries quarantined (no valid shard of their name), %" PRIu64
+               " damaged shards left for merge, %" PRIu64 " entries could not be checked",
                rec.stats.done_checked, rec.stats.done_quarantined, rec.stats.done_damaged,
                rec.stats.done_failed);
     if (ret_stats)

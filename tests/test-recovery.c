@@ -232,7 +232,11 @@ static bool exists(int dir_fd, const char *name)
     return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* The entries of a directory, sorted, each followed by '\n'. */
+/* The stamp recovery leaves in done/ once it has checked every shard there. */
+#define STAMP ".logshardd-checked"
+
+/* The entries of a directory but recovery's stamp, sorted, each followed by
+ * '\n'. */
 static char *list_dir(int dir_fd)
 {
     int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -244,7 +248,8 @@ static char *list_dir(int dir_fd)
 
     assert_non_null(d);
     while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            strcmp(de->d_name, STAMP) == 0)
             continue;
         assert_true(n < 64);
         names[n] = strdup(de->d_name);
@@ -787,7 +792,7 @@ static void test_foreign_names_left_alone(void **state)
 }
 
 /* After one recovery, a second one finds nothing to do and changes nothing
- * (it still mentions the foreign file, and checks done/ in silence). */
+ * (it still mentions the foreign file). */
 static void test_second_run_is_noop(void **state)
 {
     struct fixture *f = *state;
@@ -822,13 +827,12 @@ static void test_second_run_is_noop(void **state)
 
     run_recovery(f, &st);
     assert_stats(&st, 0, 0, 0, 0, 1, 0, 0);
-    assert_int_equal(st.done_checked, 3);
+    /* The first run checked done/ and left its stamp: no shard is read again. */
+    assert_true(exists(f->done_fd, STAMP));
+    assert_int_equal(st.done_checked, 0);
     assert_int_equal(st.done_quarantined, 0);
     assert_int_equal(f->nlines, 1);
-    /* Only the check of the three sealed shards in done/. */
-    assert_int_equal(f->nprogress, 4);
-    assert_int_equal(f->progress_done[3], 3);
-    assert_int_equal(f->progress_total[3], 3);
+    assert_int_equal(f->nprogress, 0);
     assert_dir_lists(f->active_fd, active);
     assert_dir_lists(f->done_fd, done);
     assert_dir_lists(qfd, quarantined);
@@ -1209,14 +1213,70 @@ static void test_done_invalid_quarantined(void **state)
     assert_reported(f, RECOVERY_LOG_WARNING,
                     "left done/link.0000000000000015.shard alone: a symbolic link, not a shard");
     assert_reported(f, RECOVERY_LOG_WARNING,
-                    "recovery: 10 sealed shards in done/ checked: 7 quarantined (not a valid "
-                    "shard), 1 damaged and left for merge, 0 could not be checked");
+                    "recovery: done/: 10 shards checked, 7 entries quarantined (no valid shard "
+                    "of their name), 1 damaged shards left for merge, 0 entries could not be "
+                    "checked");
     assert_int_equal(f->nlines, 11);
 
-    /* Nothing left to move: a second run moves nothing. */
+    /* The check is done once: the stamp says so, with its version. */
+    {
+        static const char stamp_text[] =
+            "logshardd checked every shard in this directory at start-up (check 1).\n"
+            "Delete this file to have the next start check them all again.\n";
+
+        assert_file_equals(f->done_fd, STAMP, stamp_text, sizeof(stamp_text) - 1);
+    }
     run_recovery(f, &st);
+    assert_int_equal(st.done_checked, 0);
     assert_int_equal(st.done_quarantined, 0);
+    assert_int_equal(st.done_ignored, 2); /* the directory and the link, reported again */
     assert_dir_lists(f->done_fd, kept);
+    close(qfd);
+}
+
+/* With the stamp of a full check in done/, a start looks only at entries
+ * that are not regular files: a FIFO planted since is still moved out of
+ * the way, a regular file is not read (that is merge's to judge) until
+ * the stamp is deleted, and then the next start checks everything. */
+static void test_done_stamp(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_bytes s;
+    struct recovery_stats st;
+    int qfd;
+
+    build_shard(&s, "ok", 1, 2);
+    seal_bytes(&s, 2);
+    write_file(f->done_fd, "ok.0000000000000001.shard", s.buf, s.len);
+    run_recovery(f, &st);
+    assert_int_equal(st.done_checked, 1);
+    assert_int_equal(f->nprogress, 2);
+    assert_true(exists(f->done_fd, STAMP));
+
+    write_file(f->done_fd, "empty.0000000000000002.shard", "", 0);
+    assert_int_equal(mkfifoat(f->done_fd, "fifo.0000000000000003.shard", 0600), 0);
+    alarm(30);
+    run_recovery(f, &st);
+    alarm(0);
+    assert_int_equal(st.done_checked, 0);
+    assert_int_equal(st.done_quarantined, 1);
+    assert_dir_lists(f->done_fd, "empty.0000000000000002.shard\nok.0000000000000001.shard\n");
+    assert_reported(f, RECOVERY_LOG_WARNING,
+                    "quarantined done/fifo.0000000000000003.shard as "
+                    "quarantine/fifo.0000000000000003.shard: a FIFO, not a shard (the daemon "
+                    "writes only regular files)");
+    assert_int_equal(f->nprogress, 2); /* the one odd entry */
+
+    /* A stamp of another version of the check counts as none. */
+    assert_int_equal(unlinkat(f->done_fd, STAMP, 0), 0);
+    write_file(f->done_fd, STAMP, "logshardd checked (check 0)\n", 28);
+    run_recovery(f, &st);
+    assert_int_equal(st.done_checked, 2);
+    assert_int_equal(st.done_quarantined, 1);
+    assert_dir_lists(f->done_fd, "ok.0000000000000001.shard\n");
+    qfd = openat(f->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(qfd >= 0);
+    assert_dir_lists(qfd, "empty.0000000000000002.shard\nfifo.0000000000000003.shard\n");
     close(qfd);
 }
 
@@ -1275,6 +1335,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_invalid_quarantined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_active_fifo_quarantined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_done_stamp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daemon_recovers_at_start, harness_setup,
                                         harness_teardown),
     };
