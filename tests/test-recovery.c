@@ -1311,6 +1311,80 @@ static void test_active_fifo_quarantined(void **state)
     close(qfd);
 }
 
+/* What older versions left in done/ on a full disk (an empty file, a seal
+ * trailer without a header), a FIFO in done/ and one in active/: the daemon
+ * starts all the same (READY=1), moves each to quarantine/ with a line
+ * naming it and why, and logctl merge and cat --spool then work on the
+ * valid shard beside them. */
+static void test_daemon_quarantines_leftovers(void **state)
+{
+    struct harness *h = *state;
+    unsigned char trailer[4096];
+    size_t trailer_len;
+    struct shard_bytes s;
+    char *log, *text, *out_path;
+    int spool_fd, active_fd, done_fd, qfd, status;
+    size_t len;
+    static const char *const lines[] = {
+        "quarantined done/empty.0000000000000001.shard as quarantine/empty.0000000000000001.shard: "
+        "empty file (no shard header)",
+        "quarantined done/newp.0000000000000002.shard as quarantine/newp.0000000000000002.shard: "
+        "a seal trailer without a shard header",
+        "quarantined done/pipe.0000000000000003.shard as quarantine/pipe.0000000000000003.shard: "
+        "a FIFO, not a shard",
+        "quarantined active/pipe.0000000000000004.tmp as quarantine/pipe.0000000000000004.tmp: "
+        "a FIFO, not a shard",
+    };
+
+    assert_int_equal(mkdir(h->spool, 0750), 0);
+    spool_fd = open(h->spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(spool_fd >= 0);
+    active_fd = open_dir(spool_fd, "active");
+    done_fd = open_dir(spool_fd, "done");
+    write_file(done_fd, "empty.0000000000000001.shard", "", 0);
+    trailer_len = trailer_only(trailer, sizeof(trailer), 4096);
+    write_file(done_fd, "newp.0000000000000002.shard", trailer, trailer_len);
+    assert_int_equal(mkfifoat(done_fd, "pipe.0000000000000003.shard", 0600), 0);
+    assert_int_equal(mkfifoat(active_fd, "pipe.0000000000000004.tmp", 0600), 0);
+    build_shard(&s, "good", 5, 3);
+    seal_bytes(&s, 3);
+    write_file(done_fd, "good.0000000000000005.shard", s.buf, s.len);
+
+    harness_start(h, NULL); /* fails the test unless READY=1 comes */
+    log = harness_slurp(h->log, &len);
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        if (!contains(log, lines[i]))
+            fail_msg("daemon log lacks \"%s\":\n%s", lines[i], log);
+    free(log);
+    assert_dir_lists(done_fd, "good.0000000000000005.shard\n");
+    assert_dir_lists(active_fd, "");
+    qfd = openat(spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(qfd >= 0);
+    assert_dir_lists(qfd, "empty.0000000000000001.shard\nnewp.0000000000000002.shard\n"
+                          "pipe.0000000000000003.shard\npipe.0000000000000004.tmp\n");
+    close(qfd);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+
+    out_path = harness_path(h->dir, "cat-spool.out");
+    {
+        const char *argv[] = { harness_logctl(), "cat", "--spool", h->spool, NULL };
+
+        status = harness_run(argv, out_path, NULL, 30000);
+    }
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    text = harness_slurp(out_path, &len);
+    assert_string_equal(text, "record 0\nrecord 1\nrecord 2\n");
+    free(text);
+    free(out_path);
+    text = harness_merge_and_cat(h, "leftovers.lsm", &len);
+    assert_string_equal(text, "record 0\nrecord 1\nrecord 2\n");
+    free(text);
+    close(active_fd);
+    close(done_fd);
+    close(spool_fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1337,6 +1411,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_active_fifo_quarantined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_done_stamp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daemon_recovers_at_start, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_quarantines_leftovers, harness_setup,
                                         harness_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
