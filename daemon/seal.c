@@ -223,9 +223,10 @@ static void on_seal_step(struct io_req *req, int res)
 }
 
 /* Removes the temp file of a shard that holds no header (see the top of
- * this file). The removal is not synced: if it is lost in a crash,
- * recovery finds the file again, removes it when it is empty and moves it
- * to quarantine/ otherwise; it never seals it. */
+ * this file). The removal is not synced: if a crash loses it, recovery
+ * finds the temp file again and treats it like any other (removed when
+ * empty, moved to quarantine/ without a whole header, sealed with its
+ * valid prefix otherwise), so no file without a header reaches done/. */
 static void discard(struct shard *s, const char *why)
 {
     struct daemon *d = s->d;

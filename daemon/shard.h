@@ -149,9 +149,10 @@ void shard_detach(struct shard *s);
 /* Seals the shard once its pending writes are done: fdatasync, rename into
  * done/, fsync both directories; then frees it. A shard whose header was
  * never written whole (a full disk at its first write) holds no record and
- * is removed from active/ instead: nothing without a header reaches done/. The shard takes no more
- * records. The caller must not use s afterwards unless it stays attached and
- * waits for its callbacks, which stop once sealing starts. */
+ * is removed from active/ instead: nothing without a header reaches done/.
+ * The shard takes no more records. The caller must not use s afterwards
+ * unless it stays attached and waits for its callbacks, which stop once
+ * sealing starts. */
 void shard_seal(struct shard *s);
 
 /* The before-submit hook: queues a write for every dirty shard. */
