@@ -1,6 +1,8 @@
 /* Start-up recovery of the temp shards an earlier run left in <spool>/active:
  * each is cut to its valid prefix and sealed into done/, or moved to
- * quarantine/ when it cannot be a shard of that name. See recovery.c. */
+ * quarantine/ when it cannot be a shard of that name; and the check of
+ * <spool>/done for files that are no sealed shard. See recovery.c and
+ * recovery-done.c. */
 #pragma once
 
 #include <stdint.h>
@@ -22,10 +24,11 @@ struct recovery_ops {
     void (*report)(void *ctx, int level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-    /* Called with (0, total) before the first shard temp file and after each
-     * one with the number handled so far; total counts the files in active/
-     * named like shard temp files. Meant for keep-alive signals such as
-     * systemd's EXTEND_TIMEOUT_USEC. May be NULL. */
+    /* Called with (0, total) before the first file and after each one with
+     * the number handled so far; total counts the files in active/ named
+     * like shard temp files and the entries of done/ to be checked. Meant
+     * for keep-alive signals such as systemd's EXTEND_TIMEOUT_USEC. May be
+     * NULL. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
 };
 
@@ -63,7 +66,16 @@ struct recovery_stats {
  *    (a seal interrupted between its rename and its fsync) is removed;
  *  - an empty temp file (created, then the daemon stopped before writing
  *    its header: it never held a record) is removed;
- *  - anything else in active/ is left alone and reported.
+ *  - a FIFO, socket or device named like a shard is moved to quarantine/
+ *    without being opened;
+ *  - anything else in active/ is left alone and reported;
+ *  - in done/, every <producer>.<id>.shard that cannot be the sealed shard
+ *    of its name (empty, no valid header, another shard's header, a seal
+ *    trailer alone, a merged file) is moved to quarantine/; one with a valid
+ *    header but damaged records stays and is reported. This full check runs
+ *    until one finds every file readable, which leaves the stamp
+ *    done/.logshardd-checked; with the stamp, only the entries of done/ that
+ *    are no regular file are looked at.
  *
  * Blocking; meant to run once at start-up, before the daemon accepts
  * producers. Safe to run again after a crash at any point, including one
@@ -71,7 +83,7 @@ struct recovery_stats {
  * file is skipped (files_failed); it is not an error of the call.
  *
  * Returns 0 and fills *ret_stats (may be NULL), or a negative errno when
- * recovery cannot be trusted to have done its job: active/ cannot be read,
+ * recovery cannot be trusted to have done its job: active/ or done/ cannot be read,
  * quarantine/ cannot be created, a directory sync fails, or memory runs out.
  * ops may be NULL. */
 int recovery_run(int spool_fd, int active_fd, int done_fd, const struct recovery_ops *ops,
