@@ -61,6 +61,7 @@ enum {
     STEP_QUARANTINE,
     STEP_SYNC_QUARANTINE,
     STEP_SYNC_ACTIVE_AFTER_QUARANTINE,
+    STEP_FINISH,
 };
 
 static const char *const step_names[] = {
@@ -72,6 +73,7 @@ static const char *const step_names[] = {
     [STEP_QUARANTINE] = "rename into quarantine/",
     [STEP_SYNC_QUARANTINE] = "fsync of quarantine/",
     [STEP_SYNC_ACTIVE_AFTER_QUARANTINE] = "fsync of active/",
+    [STEP_FINISH] = "fsync of active/",
 };
 
 static void on_seal_step(struct io_req *req, int res);
@@ -107,6 +109,7 @@ static void queue_step(struct shard *s, unsigned step)
         break;
     case STEP_SYNC_ACTIVE:
     case STEP_SYNC_ACTIVE_AFTER_QUARANTINE:
+    case STEP_FINISH:
         req->op = IO_FSYNC;
         req->fd = d->active_fd;
         break;
@@ -127,6 +130,19 @@ static void queue_step(struct shard *s, unsigned step)
     io_queue(d->io, req);
 }
 
+/* Ends a seal that stopped before its first step went to the ring (err 0
+ * for a shard that was removed, else the error and the step it failed at).
+ * seal_start() runs inside whatever made the shard seal, often a write's
+ * completion that still uses the shard afterwards, so the shard must not
+ * be freed from there: the end goes through the ring as an fsync of
+ * active/, which also makes a removal from active/ durable. */
+static void finish_later(struct shard *s, int err, const char *step)
+{
+    s->seal_error = err;
+    s->seal_failed_step = step;
+    queue_step(s, STEP_FINISH);
+}
+
 /* Opens (creating if needed) <spool>/quarantine and queues the move there.
  * Opening a directory does not wait on the disk; the renames and syncs go
  * through the ring. */
@@ -136,14 +152,12 @@ static void start_quarantine(struct shard *s)
 
     s->quarantined = true;
     if (mkdirat(d->spool_fd, "quarantine", 0750) < 0 && errno != EEXIST) {
-        s->seal_failed_step = "creating quarantine/";
-        shard_sealed(s, -errno);
+        finish_later(s, -errno, "creating quarantine/");
         return;
     }
     s->quarantine_fd = openat(d->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->quarantine_fd < 0) {
-        s->seal_failed_step = "opening quarantine/";
-        shard_sealed(s, -errno);
+        finish_later(s, -errno, "opening quarantine/");
         return;
     }
     queue_step(s, STEP_QUARANTINE);
@@ -186,6 +200,9 @@ static void on_seal_step(struct io_req *req, int res)
         s->seal_failed_step = step_names[step];
     }
     switch (step) {
+    case STEP_FINISH:
+        shard_sealed(s, s->seal_error);
+        return;
     case STEP_DATASYNC:
         if (res < 0) {
             log_error("fdatasync of active/%s failed while sealing: %s; moving it to "
@@ -223,22 +240,21 @@ static void on_seal_step(struct io_req *req, int res)
 }
 
 /* Removes the temp file of a shard that holds no header (see the top of
- * this file). The removal is not synced: if a crash loses it, recovery
- * finds the temp file again and treats it like any other (removed when
- * empty, moved to quarantine/ without a whole header, sealed with its
+ * this file), then syncs active/. Should a crash lose the removal anyway,
+ * recovery finds the temp file again and treats it like any other (removed
+ * when empty, moved to quarantine/ without a whole header, sealed with its
  * valid prefix otherwise), so no file without a header reaches done/. */
 static void discard(struct shard *s, const char *why)
 {
     struct daemon *d = s->d;
 
-    s->discarded = true;
-    s->discard_why = why;
     if (unlinkat(d->active_fd, s->tmp_name, 0) < 0) {
-        s->seal_failed_step = "removing a shard whose header was never written";
-        shard_sealed(s, -errno);
+        finish_later(s, -errno, "removing a shard whose header was never written");
         return;
     }
-    shard_sealed(s, 0);
+    s->discarded = true;
+    s->discard_why = why;
+    finish_later(s, 0, NULL);
 }
 
 void seal_start(struct shard *s)
@@ -279,8 +295,7 @@ void seal_start(struct shard *s)
      * for past the last good write or sync; cut them so the shard holds
      * exactly what was acknowledged. */
     if (s->error && ftruncate(s->fd, (off_t)keep) < 0) {
-        s->seal_failed_step = "truncate after an I/O error";
-        shard_sealed(s, -errno);
+        finish_later(s, -errno, "truncate after an I/O error");
         return;
     }
     t.trailer_len = (uint32_t)shard_trailer_size(keep, s->d->seal_align);

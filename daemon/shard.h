@@ -101,8 +101,9 @@ struct shard {
     int error; /* first write error; no records are taken after it */
 
     /* The seal steps: trailer, fdatasync, rename, fsync(done/), fsync(active/), or
-     * the move into quarantine/ and its syncs. */
-    struct io_req seal_req[8];
+     * the move into quarantine/ and its syncs, or the fsync(active/) that ends
+     * a seal which stopped early (see seal.c). */
+    struct io_req seal_req[9];
     unsigned char *trailer; /* the seal trailer being written */
     uint32_t trailer_len, trailer_done;
     uint64_t trailer_offset;

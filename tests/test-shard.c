@@ -274,7 +274,10 @@ static void test_ids_are_unique_and_increasing(void **state)
 
 /* A write that fails is reported to the owner with its errno, later appends
  * are refused with it, and the shard is not published in done/ with data
- * the writer could not vouch for. */
+ * the writer could not vouch for. Here the header and five records were
+ * written first, so the shard is worth keeping: it is cut back to them
+ * before sealing, and since the cut fails on the read-only descriptor, the
+ * file stays in active/ for recovery. */
 static void test_write_error(void **state)
 {
     struct fixture *f = *state;
@@ -285,7 +288,42 @@ static void test_write_error(void **state)
 
     assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
     tmp_name = strdup(s->tmp_name);
+    append_records(s, 0, 5);
+    for (int i = 0; i < 1000 && s->records_written < 5; i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(s->records_written, 5);
     /* Swap the shard's descriptor for a read-only one: writes now fail. */
+    ro = openat(f->d.active_fd, tmp_name, O_RDONLY | O_CLOEXEC);
+    assert_true(ro >= 0);
+    assert_int_equal(dup2(ro, s->fd), s->fd);
+    close(ro);
+    append_records(s, 5, 10);
+    for (int i = 0; i < 1000 && o.failed_err == 0; i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(o.failed_err, -EBADF);
+    assert_int_equal(shard_append(s, "x", 1, 1), -EBADF);
+    assert_int_equal(s->records_written, 5);
+
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+    assert_int_equal(faccessat(f->d.active_fd, tmp_name, F_OK, 0), 0);
+    free(tmp_name);
+}
+
+/* A shard whose first write (its header and first records) fails holds no
+ * record: sealing removes its temp file, and nothing reaches done/. */
+static void test_write_error_before_header(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    char *tmp_name, *done_name;
+    int ro;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    tmp_name = strdup(s->tmp_name);
+    done_name = strdup(s->done_name);
     ro = openat(f->d.active_fd, tmp_name, O_RDONLY | O_CLOEXEC);
     assert_true(ro >= 0);
     assert_int_equal(dup2(ro, s->fd), s->fd);
@@ -294,16 +332,17 @@ static void test_write_error(void **state)
     for (int i = 0; i < 1000 && o.failed_err == 0; i++)
         uv_run(&f->loop, UV_RUN_ONCE);
     assert_int_equal(o.failed_err, -EBADF);
-    assert_int_equal(shard_append(s, "x", 1, 1), -EBADF);
     assert_int_equal(s->records_written, 0);
 
     shard_detach(s);
     shard_seal(s);
     run_until(f, &finish_calls, 1);
-    /* The truncate before sealing fails on the read-only descriptor, so the
-     * file stays in active/ for recovery. */
-    assert_int_equal(faccessat(f->d.active_fd, tmp_name, F_OK, 0), 0);
+    assert_int_equal(faccessat(f->d.active_fd, tmp_name, F_OK, 0), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(faccessat(f->d.done_fd, done_name, F_OK, 0), -1);
+    assert_int_equal(errno, ENOENT);
     free(tmp_name);
+    free(done_name);
 }
 
 /* A seal whose rename fails leaves the shard in active/ under its temp name
@@ -341,6 +380,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_buffers_return_to_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_unique_and_increasing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_error_before_header, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seal_rename_failure, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
