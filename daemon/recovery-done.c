@@ -22,7 +22,8 @@
  * the files in the page cache and 16 s from a cold cache (reading one
  * block of each file), against 0.06 s and 0.3 s for the listing alone. So
  * it runs once: after a full check that could read every file, a stamp
- * file in done/ (STAMP_NAME) records it, and later starts look only at the
+ * file beside done/ (<spool>/done.checked) records it, and later starts
+ * look only at the
  * entries readdir reports as something other than a regular file (FIFOs
  * and the like, which are moved away without being opened). What this
  * version puts in done/ is valid by construction; a regular file someone
@@ -37,6 +38,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,14 +51,16 @@
 /* The first read of a file: one block, the whole of a small shard. */
 #define HEAD_READ 4096u
 
-/* Written into done/ once a full check found nothing it could not read.
- * Its name starts with a dot, so no tool takes it for a shard; its text
- * names the version of the check, so a later version can ask for a new one
- * by changing it. */
-#define STAMP_NAME ".logshardd-checked"
-#define STAMP_TEXT                                                                  \
-    "logshardd checked every shard in this directory at start-up (check 1).\n"     \
+/* Written into the spool beside done/ once a full check found nothing it
+ * could not read (not into done/, whose every file counts as a shard for
+ * the figures of logctl status). Its text names the version of the check,
+ * so a later version can ask for a new one by changing it, and the inode
+ * of done/, so a done/ put back from elsewhere is checked again. */
+#define STAMP_NAME "done.checked"
+#define STAMP_FORMAT                                                                \
+    "logshardd checked every shard in done/ (inode %ju) at start-up (check 1).\n"   \
     "Delete this file to have the next start check them all again.\n"
+#define STAMP_MAX 256u
 
 enum verdict {
     VERDICT_SHARD,   /* a whole shard of its name */
@@ -301,19 +305,34 @@ int recovery_check_done(struct recovery *rec, const struct recovery_entry *e)
     return recovery_quarantine(rec, RECOVERY_DONE, name, &st, c.why);
 }
 
-/* Whether done/ carries the stamp of an earlier full check by this version
- * of the check. A stamp that cannot be read as exactly that (missing, cut
- * short, of another version, not a regular file) means: check everything. */
+/* The stamp's text for this done/, into buf (STAMP_MAX bytes); its length,
+ * or a negative errno. */
+static int stamp_text(struct recovery *rec, char *buf)
+{
+    struct stat st;
+    int n;
+
+    if (fstat(rec->done_fd, &st) < 0)
+        return -errno;
+    n = snprintf(buf, STAMP_MAX, STAMP_FORMAT, (uintmax_t)st.st_ino);
+    return n > 0 && (unsigned)n < STAMP_MAX ? n : -ENAMETOOLONG;
+}
+
+/* Whether the spool carries the stamp of an earlier full check of this
+ * done/ by this version of the check. A stamp that cannot be read as
+ * exactly that (missing, cut short, of another version or another done/,
+ * not a regular file) means: check everything. */
 static bool stamp_present(struct recovery *rec)
 {
-    char buf[sizeof(STAMP_TEXT)];
+    char want[STAMP_MAX], got[STAMP_MAX];
     _cleanup_close_ int fd = -1;
+    int len = stamp_text(rec, want);
     ssize_t n;
 
-    if (open_regular_at(rec->done_fd, STAMP_NAME, O_NOFOLLOW, &fd, NULL) < 0)
+    if (len < 0 || open_regular_at(rec->spool_fd, STAMP_NAME, O_NOFOLLOW, &fd, NULL) < 0)
         return false;
-    n = read_full(fd, buf, sizeof(buf));
-    return n == (ssize_t)sizeof(STAMP_TEXT) - 1 && memcmp(buf, STAMP_TEXT, (size_t)n) == 0;
+    n = read_full(fd, got, sizeof(got));
+    return n == len && memcmp(got, want, (size_t)len) == 0;
 }
 
 /* Other names are no shard to anyone (merge, cat and verify skip them
@@ -344,6 +363,7 @@ int recovery_done_plan(struct recovery *rec, struct recovery_entry **ret_entries
 
 void recovery_done_finish(struct recovery *rec)
 {
+    char text[STAMP_MAX];
     int fd, r;
 
     if (!rec->done_full || rec->stats.done_failed > 0)
@@ -351,20 +371,26 @@ void recovery_done_finish(struct recovery *rec)
     /* Not synced: a stamp lost in a crash costs one more full check, and a
      * torn one reads as missing. Written under a temp name and renamed, so
      * a reader never sees half of it. */
-    fd = openat(rec->done_fd, STAMP_NAME ".tmp",
-                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
-    if (fd < 0) {
-        r = -errno;
-    } else {
-        r = write_all(fd, STAMP_TEXT, sizeof(STAMP_TEXT) - 1);
-        if (close(fd) < 0 && r == 0)
+    r = stamp_text(rec, text);
+    if (r >= 0) {
+        size_t len = (size_t)r;
+
+        fd = openat(rec->spool_fd, STAMP_NAME ".tmp",
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
+        if (fd < 0) {
             r = -errno;
-        if (r == 0 && renameat(rec->done_fd, STAMP_NAME ".tmp", rec->done_fd, STAMP_NAME) < 0)
-            r = -errno;
+        } else {
+            r = write_all(fd, text, len);
+            if (close(fd) < 0 && r == 0)
+                r = -errno;
+            if (r == 0 &&
+                renameat(rec->spool_fd, STAMP_NAME ".tmp", rec->spool_fd, STAMP_NAME) < 0)
+                r = -errno;
+        }
     }
     if (r < 0)
         report(rec, RECOVERY_LOG_WARNING,
-               "cannot write done/" STAMP_NAME ": %s; the next start checks every shard in "
-               "done/ again",
+               "cannot write " STAMP_NAME ": %s; the next start checks every shard in done/ "
+               "again",
                strerror(-r));
 }

@@ -101,6 +101,7 @@ int recovery_done_plan(struct recovery *rec, struct recovery_entry **ret_entries
  * that must stop recovery (memory, an unusable quarantine/). */
 int recovery_check_done(struct recovery *rec, const struct recovery_entry *e);
 
-/* After a full check that could read every file: records that done/ holds
- * nothing an older version left, so later starts skip the full check. */
+/* After a full check that could read every file: records (in
+ * <spool>/done.checked) that done/ holds nothing an older version left, so
+ * later starts skip the full check. */
 void recovery_done_finish(struct recovery *rec);

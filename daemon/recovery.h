@@ -74,7 +74,7 @@ struct recovery_stats {
  *    trailer alone, a merged file) is moved to quarantine/; one with a valid
  *    header but damaged records stays and is reported. This full check runs
  *    until one finds every file readable, which leaves the stamp
- *    done/.logshardd-checked; with the stamp, only the entries of done/ that
+ *    <spool>/done.checked; with the stamp, only the entries of done/ that
  *    are no regular file are looked at.
  *
  * Blocking; meant to run once at start-up, before the daemon accepts

@@ -232,11 +232,11 @@ static bool exists(int dir_fd, const char *name)
     return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* The stamp recovery leaves in done/ once it has checked every shard there. */
-#define STAMP ".logshardd-checked"
+/* The stamp recovery leaves in the spool once it has checked every shard in
+ * done/. */
+#define STAMP "done.checked"
 
-/* The entries of a directory but recovery's stamp, sorted, each followed by
- * '\n'. */
+/* The entries of a directory, sorted, each followed by '\n'. */
 static char *list_dir(int dir_fd)
 {
     int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -248,8 +248,7 @@ static char *list_dir(int dir_fd)
 
     assert_non_null(d);
     while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            strcmp(de->d_name, STAMP) == 0)
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         assert_true(n < 64);
         names[n] = strdup(de->d_name);
@@ -828,7 +827,7 @@ static void test_second_run_is_noop(void **state)
     run_recovery(f, &st);
     assert_stats(&st, 0, 0, 0, 0, 1, 0, 0);
     /* The first run checked done/ and left its stamp: no shard is read again. */
-    assert_true(exists(f->done_fd, STAMP));
+    assert_true(exists(f->spool_fd, STAMP));
     assert_int_equal(st.done_checked, 0);
     assert_int_equal(st.done_quarantined, 0);
     assert_int_equal(f->nlines, 1);
@@ -1218,13 +1217,20 @@ static void test_done_invalid_quarantined(void **state)
                     "checked");
     assert_int_equal(f->nlines, 11);
 
-    /* The check is done once: the stamp says so, with its version. */
+    /* The check is done once: the stamp says so, with its version and the
+     * inode of done/. */
     {
-        static const char stamp_text[] =
-            "logshardd checked every shard in this directory at start-up (check 1).\n"
-            "Delete this file to have the next start check them all again.\n";
+        struct stat dst;
+        char text[256];
+        int len;
 
-        assert_file_equals(f->done_fd, STAMP, stamp_text, sizeof(stamp_text) - 1);
+        assert_int_equal(fstat(f->done_fd, &dst), 0);
+        len = snprintf(text, sizeof(text),
+                       "logshardd checked every shard in done/ (inode %ju) at start-up "
+                       "(check 1).\nDelete this file to have the next start check them all "
+                       "again.\n",
+                       (uintmax_t)dst.st_ino);
+        assert_file_equals(f->spool_fd, STAMP, text, (size_t)len);
     }
     run_recovery(f, &st);
     assert_int_equal(st.done_checked, 0);
@@ -1234,7 +1240,7 @@ static void test_done_invalid_quarantined(void **state)
     close(qfd);
 }
 
-/* With the stamp of a full check in done/, a start looks only at entries
+/* With the stamp of a full check of done/, a start looks only at entries
  * that are not regular files: a FIFO planted since is still moved out of
  * the way, a regular file is not read (that is merge's to judge) until
  * the stamp is deleted, and then the next start checks everything. */
@@ -1251,7 +1257,7 @@ static void test_done_stamp(void **state)
     run_recovery(f, &st);
     assert_int_equal(st.done_checked, 1);
     assert_int_equal(f->nprogress, 2);
-    assert_true(exists(f->done_fd, STAMP));
+    assert_true(exists(f->spool_fd, STAMP));
 
     write_file(f->done_fd, "empty.0000000000000002.shard", "", 0);
     assert_int_equal(mkfifoat(f->done_fd, "fifo.0000000000000003.shard", 0600), 0);
@@ -1268,8 +1274,8 @@ static void test_done_stamp(void **state)
     assert_int_equal(f->nprogress, 2); /* the one odd entry */
 
     /* A stamp of another version of the check counts as none. */
-    assert_int_equal(unlinkat(f->done_fd, STAMP, 0), 0);
-    write_file(f->done_fd, STAMP, "logshardd checked (check 0)\n", 28);
+    assert_int_equal(unlinkat(f->spool_fd, STAMP, 0), 0);
+    write_file(f->spool_fd, STAMP, "logshardd checked (check 0)\n", 28);
     run_recovery(f, &st);
     assert_int_equal(st.done_checked, 2);
     assert_int_equal(st.done_quarantined, 1);
@@ -1277,6 +1283,20 @@ static void test_done_stamp(void **state)
     qfd = openat(f->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(qfd >= 0);
     assert_dir_lists(qfd, "empty.0000000000000002.shard\nfifo.0000000000000003.shard\n");
+
+    /* The stamp is for this done/: another directory in its place (put
+     * back from a backup, say) is checked in full. */
+    {
+        int other = open_dir(f->spool_fd, "done2");
+
+        write_file(other, "empty.0000000000000004.shard", "", 0);
+        clear_log(f);
+        assert_int_equal(recovery_run(f->spool_fd, f->active_fd, other, &f->ops, &st), 0);
+        assert_int_equal(st.done_checked, 1);
+        assert_int_equal(st.done_quarantined, 1);
+        assert_dir_lists(other, "");
+        close(other);
+    }
     close(qfd);
 }
 
