@@ -476,6 +476,17 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     int r;
 
+    /* A peer that goes away while the daemon writes to it (a producer killed
+     * before its ACK, an admin client that closes without reading the reply)
+     * must cost only that connection. libuv writes to a stream with
+     * write(2)/writev(2), which raise SIGPIPE on a socket whose peer has
+     * gone, and so does a log line written to a stderr pipe whose reader
+     * left; SIGPIPE's default action ends the process. Ignored process-wide,
+     * before any socket or thread exists, every such write fails with EPIPE
+     * instead, which the connection's own code handles. Nothing can be left
+     * to the starter: a shell, runit, s6 or a container's init passes on the
+     * default action, and only systemd ignores SIGPIPE for us. */
+    (void)signal(SIGPIPE, SIG_IGN);
     log_setup();
     /* Past RLIMIT_FSIZE a write must fail with EFBIG, which the shard
      * reports to its producer, not kill the daemon. */
