@@ -26,6 +26,14 @@ struct harness {
     size_t notify_len;
 };
 
+/* In a forked child before exec: every signal's disposition back to the
+ * default and an empty signal mask, as a login shell gives a program it
+ * starts. The test process may ignore SIGPIPE for its own raw sends; what it
+ * starts must not inherit that, or a program that dies of SIGPIPE when a
+ * user runs it would pass its tests. Every fork-and-exec of the tests calls
+ * it. Returns 0 or a negative errno. */
+int harness_child_reset_signals(void);
+
 /* Makes a fresh temporary directory with an empty config file. */
 void harness_init(struct harness *h);
 
@@ -34,7 +42,9 @@ void harness_write_config(struct harness *h, const char *text);
 
 /* Starts logshardd with --config, --spool, --socket and --admin-socket
  * pointing into the directory, plus extra arguments (NULL-terminated, may be NULL), and waits
- * up to 20 s for READY=1. Fails the test when it does not come. */
+ * up to 20 s for READY=1. Fails the test when it does not come. The daemon
+ * starts with default signal dispositions and an empty mask
+ * (harness_child_reset_signals), as from a shell. */
 void harness_start(struct harness *h, const char *const *extra);
 
 /* Like harness_start, but runs argv as given (e.g. the daemon under
@@ -59,8 +69,9 @@ int harness_stop(struct harness *h, int sig, int timeout_ms);
 int harness_wait_exit(struct harness *h, int timeout_ms);
 
 /* Runs a program to completion (at most timeout_ms), stdout to out_path
- * (or /dev/null when NULL), stderr to err_path (or the test's stderr).
- * Returns the wait status. */
+ * (or /dev/null when NULL), stderr to err_path (or the test's stderr), with
+ * default signal dispositions (harness_child_reset_signals). Returns the
+ * wait status. */
 int harness_run(const char *const *argv, const char *out_path, const char *err_path,
                 int timeout_ms);
 
