@@ -8,7 +8,8 @@
  *
  * The daemon gets its own process group, so a ^C in the terminal reaches
  * only the bench, which then kills it; PR_SET_PDEATHSIG kills it should the
- * bench itself die. JOURNAL_STREAM is removed from its environment so its
+ * bench itself die. It starts with every signal at its default disposition
+ * and none blocked, as from a shell, whatever the bench inherited. JOURNAL_STREAM is removed from its environment so its
  * log lines carry the "logshardd: " prefix the parser looks for. */
 #include <errno.h>
 #include <fcntl.h>

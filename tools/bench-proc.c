@@ -57,16 +57,35 @@ int bench_interrupted(void)
     return interrupted_by;
 }
 
+int bench_child_reset_signals(void)
+{
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    sigset_t none;
+
+    sigemptyset(&dfl.sa_mask);
+    for (int sig = 1; sig < _NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP)
+            continue;
+        /* glibc refuses the real-time signals it keeps for itself. */
+        if (sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
+            return -errno;
+    }
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+        return -errno;
+    return 0;
+}
+
 int bench_child_setup(pid_t bench_pid)
 {
-    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+    /* Dispositions and mask survive exec. The daemon is measured as a user
+     * starts it, with nothing ignored that the bench (or whatever started
+     * the bench) ignored, and nothing blocked: a daemon started with SIGTERM
+     * blocked would never drain. */
+    int r = bench_child_reset_signals();
 
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-        (void)signal(sigs[i], SIG_DFL); /* cannot fail for these */
-    /* The mask survives exec: a daemon started with SIGTERM blocked would
-     * never drain. */
-    if (sigprocmask(SIG_SETMASK, &start_mask, NULL) < 0)
-        return -errno;
+    if (r < 0)
+        return r;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         return -errno;
     /* The bench may have died before the prctl took effect. */
