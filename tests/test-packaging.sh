@@ -283,13 +283,18 @@ man_example() {
 }
 
 # Starts DAEMON with its spool and sockets under DIR, waits until it listens;
-# prints its pid.
+# prints its pid. It starts through `env --default-signal` (coreutils 8.31 or
+# later) with every signal's disposition at its default, as from a login
+# shell: a shell cannot undo a SIG_IGN it inherited (SIGPIPE, when the test
+# runner ignores it), and it ignores SIGINT and SIGQUIT itself in a
+# background command.
 start_daemon() {
     local daemon=$1 dir=$2 i admin=()
     mkdir -p "$dir"
     # Never the system's admin socket in /run/logshard.
     "$daemon" --help | grep -q -- --admin-socket && admin=(--admin-socket "$dir/admin.sock")
-    "$daemon" --spool "$dir/spool" --socket "$dir/sock" "${admin[@]}" >"$dir/log" 2>&1 &
+    env --default-signal "$daemon" --spool "$dir/spool" --socket "$dir/sock" "${admin[@]}" \
+        >"$dir/log" 2>&1 &
     for i in $(seq 1 100); do
         if grep -q "listening on" "$dir/log" 2>/dev/null; then
             echo $!

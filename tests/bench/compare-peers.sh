@@ -269,21 +269,26 @@ run_peer() {
     local d conf out lb key=$1/$2 i
     d=$(mktemp -d "$WORK/$sys.XXXXXX")
     mkdir -p "$d/out" "$d/work"
+    # Every daemon starts as from a login shell, with every signal at its
+    # default: this script cannot undo a SIG_IGN it inherited, and its own
+    # background commands have SIGINT and SIGQUIT ignored. logshardd gets the
+    # same from logshard-bench, which resets the dispositions and the mask in
+    # the child before it runs the daemon.
     if [[ $sys == rsyslog ]]; then
         conf=$d/rsyslog.conf
         sed -e "s|@WORKDIR@|$d/work|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
             -e "s|@CACHE@|$(( p > 10 ? p : 10 ))|g" \
             -e "s|@SYNC@|$([[ $mode == durable ]] && echo on || echo off)|g" \
             "$HERE/rsyslog.conf.in" > "$conf"
-        env "${RSYSLOG_ENV[@]}" "$RSYSLOGD" -n -f "$conf" -i "$d/pid" "${RSYSLOG_ARGS[@]}" \
-            > "$d/daemon.log" 2>&1 &
+        env --default-signal "${RSYSLOG_ENV[@]}" "$RSYSLOGD" -n -f "$conf" -i "$d/pid" \
+            "${RSYSLOG_ARGS[@]}" > "$d/daemon.log" 2>&1 &
     else
         conf=$d/syslog-ng.conf
         sed -e "s|@VERSION@|$SYSLOGNG_CONFVER|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
             -e "s|@FSYNC@|$([[ $mode == durable ]] && echo yes || echo no)|g" \
             "$HERE/syslog-ng.conf.in" > "$conf"
-        env "${SYSLOGNG_ENV[@]}" "$SYSLOGNG" -F -f "$conf" -p "$d/pid" -R "$d/persist" \
-            -c "$d/ctl" "${SYSLOGNG_ARGS[@]}" > "$d/daemon.log" 2>&1 &
+        env --default-signal "${SYSLOGNG_ENV[@]}" "$SYSLOGNG" -F -f "$conf" -p "$d/pid" \
+            -R "$d/persist" -c "$d/ctl" "${SYSLOGNG_ARGS[@]}" > "$d/daemon.log" 2>&1 &
     fi
     DAEMON_PID=$!
     for i in $(seq 300); do
