@@ -310,6 +310,35 @@ int harness_wait_exit(struct harness *h, int timeout_ms)
     return status;
 }
 
+bool harness_daemon_exited(struct harness *h, int *ret_status)
+{
+    struct pollfd p = { .fd = h->daemon_pidfd, .events = POLLIN };
+    int status;
+
+    assert_true(h->daemon > 0);
+    if (poll(&p, 1, 0) <= 0)
+        return false; /* EINTR too: it was running a moment ago */
+    assert_int_equal(waitpid(h->daemon, &status, 0), h->daemon);
+    close(h->daemon_pidfd);
+    h->daemon_pidfd = -1;
+    h->daemon = -1;
+    *ret_status = status;
+    return true;
+}
+
+void harness_assert_running(struct harness *h)
+{
+    int status;
+
+    if (!harness_daemon_exited(h, &status))
+        return;
+    dump_log(h);
+    if (WIFSIGNALED(status))
+        fail_msg("logshardd died of signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    fail_msg("logshardd exited with status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 int harness_run(const char *const *argv, const char *out_path, const char *err_path,
                 int timeout_ms)
 {

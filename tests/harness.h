@@ -68,6 +68,14 @@ int harness_stop(struct harness *h, int sig, int timeout_ms);
  * status and fails the test on timeout. */
 int harness_wait_exit(struct harness *h, int timeout_ms);
 
+/* Whether the daemon has exited, without waiting. When it has, *ret_status
+ * gets its wait status and the harness forgets the process. */
+bool harness_daemon_exited(struct harness *h, int *ret_status);
+
+/* Fails the test, printing the daemon's log and how it ended, when the
+ * daemon is no longer running. */
+void harness_assert_running(struct harness *h);
+
 /* Runs a program to completion (at most timeout_ms), stdout to out_path
  * (or /dev/null when NULL), stderr to err_path (or the test's stderr), with
  * default signal dispositions (harness_child_reset_signals). Returns the
