@@ -447,7 +447,8 @@ static void child_start(struct harness *h, struct child *c, const char *const *a
         int out = open(c->out_path, O_WRONLY);
         int err = open(c->err_path, O_WRONLY);
 
-        if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+            harness_child_reset_signals() < 0)
             _exit(127);
         execv(argv[0], (char *const *)argv);
         _exit(127);
