@@ -108,6 +108,35 @@ static void dump_log(const struct harness *h)
     free(text);
 }
 
+bool harness_log_has(const struct harness *h, const char *needle)
+{
+    size_t len;
+    char *text = harness_slurp(h->log, &len);
+    bool found = strstr(text, needle) != NULL;
+
+    free(text);
+    return found;
+}
+
+struct log_wait {
+    const struct harness *h;
+    const char *needle;
+};
+
+static bool log_wait_cond(void *arg)
+{
+    const struct log_wait *w = arg;
+
+    return harness_log_has(w->h, w->needle);
+}
+
+bool harness_wait_log(const struct harness *h, const char *needle, int timeout_ms)
+{
+    struct log_wait w = { h, needle };
+
+    return harness_wait_for(log_wait_cond, &w, timeout_ms);
+}
+
 static void notify_append(struct harness *h, const char *msg, size_t len)
 {
     char *n = realloc(h->notify_log, h->notify_len + len + 3);

@@ -89,6 +89,11 @@ size_t harness_count_files(const struct harness *h, const char *sub, const char 
 /* Polls cond(arg) every 10 ms until it holds or timeout_ms passes. */
 bool harness_wait_for(bool (*cond)(void *arg), void *arg, int timeout_ms);
 
+/* True when the daemon's log holds needle now (harness_log_has), or once
+ * it does within timeout_ms (harness_wait_log). */
+bool harness_log_has(const struct harness *h, const char *needle);
+bool harness_wait_log(const struct harness *h, const char *needle, int timeout_ms);
+
 /* Reads a whole file into a new NUL-terminated buffer; *ret_len gets its
  * size. Fails the test when it cannot. */
 char *harness_slurp(const char *path, size_t *ret_len);

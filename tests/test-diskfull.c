@@ -212,28 +212,6 @@ static size_t count_prefixed(struct harness *h, const char *sub, const char *pre
     return n;
 }
 
-static bool log_has(struct harness *h, const char *needle)
-{
-    size_t len;
-    char *log = harness_slurp(h->log, &len);
-    bool found = strstr(log, needle) != NULL;
-
-    free(log);
-    return found;
-}
-
-struct log_wait {
-    struct harness *h;
-    const char *needle;
-};
-
-static bool log_has_cond(void *arg)
-{
-    struct log_wait *w = arg;
-
-    return log_has(w->h, w->needle);
-}
-
 static void assert_alive(struct harness *h)
 {
     int status;
@@ -306,8 +284,8 @@ static void run_full_disk(struct harness *h, bool ext4)
     assert_int_equal(count_prefixed(h, "active", "full-"), 0);
     assert_int_equal(count_prefixed(h, "done", "rawfull."), 0);
     assert_int_equal(count_prefixed(h, "active", "rawfull."), 0);
-    assert_true(log_has(h, "removed active/full-0."));
-    assert_true(log_has(h, "instead of sealing it: its header was never written whole (No "
+    assert_true(harness_log_has(h, "removed active/full-0."));
+    assert_true(harness_log_has(h, "instead of sealing it: its header was never written whole (No "
                            "space left on device)"));
     assert_done_valid(h, "after producers connected to a full disk");
 
@@ -335,14 +313,10 @@ static void run_full_disk(struct harness *h, bool ext4)
     acked[n] = board_get(&board, n);
     assert_int_equal(acked[n], 1);
     n++;
-    {
-        /* The seal follows the producer's close. */
-        struct log_wait w = { h, "sealed done/trailerless." };
-
-        assert_true(harness_wait_for(log_has_cond, &w, 10000));
-    }
-    assert_true(log_has(h, "active/trailerless."));
-    assert_true(log_has(h, "cannot write its seal trailer (No space left on device); sealing "
+    /* The seal follows the producer's close. */
+    assert_true(harness_wait_log(h, "sealed done/trailerless.", 10000));
+    assert_true(harness_log_has(h, "active/trailerless."));
+    assert_true(harness_log_has(h, "cannot write its seal trailer (No space left on device); sealing "
                            "it without one"));
     assert_done_valid(h, "after a shard was sealed without its trailer");
     fill(&fs);

@@ -208,22 +208,6 @@ static void test_dash_names(void **state)
     free(err_path);
 }
 
-struct log_wait {
-    const char *path;
-    const char *needle;
-};
-
-static bool log_has(void *arg)
-{
-    const struct log_wait *w = arg;
-    size_t len;
-    char *text = harness_slurp(w->path, &len);
-    bool found = strstr(text, w->needle) != NULL;
-
-    free(text);
-    return found;
-}
-
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -243,7 +227,6 @@ static void test_refusal_flood_is_rate_limited(void **state)
     logshard_opts o = { .socket_path = h->sock, .producer = "holder" };
     logshard *holder = NULL;
     char msg[WIRE_ERROR_MESSAGE_MAX + 1];
-    struct log_wait w = { .path = h->log, .needle = "more suppressed" };
     uint64_t start, elapsed_ms, suppressed = 0, windows;
     size_t len, written = 0, summaries = 0;
     char *log, *line, *save;
@@ -259,7 +242,7 @@ static void test_refusal_flood_is_rate_limited(void **state)
     }
     elapsed_ms = now_ms() - start;
     /* The count comes when the interval ends, with no further refusal. */
-    assert_true(harness_wait_for(log_has, &w, 15000));
+    assert_true(harness_wait_log(h, "more suppressed", 15000));
     logshard_close(holder);
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
 
