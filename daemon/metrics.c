@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ static void write_work(uv_work_t *w)
     const char *slash = strrchr(job->path, '/');
     const char *base = slash ? slash + 1 : job->path;
     size_t dir_len = slash ? (size_t)(slash - job->path) + 1 : 0;
+    struct stat st;
     size_t len;
     int fd, r;
 
@@ -79,10 +81,22 @@ static void write_work(uv_work_t *w)
         snprintf(job->why, sizeof(job->why), "out of memory");
         return;
     }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        job->err = -errno;
-        snprintf(job->why, sizeof(job->why), "cannot create %s: %s", tmp, strerror(errno));
+    /* Non-blocking, and checked to be a regular file: a FIFO planted under
+     * the temp name would otherwise hold a pool thread forever. */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0)
+        r = errno == ENXIO ? -EBADFD : -errno; /* ENXIO: a FIFO with no reader */
+    else if (fstat(fd, &st) < 0)
+        r = -errno;
+    else
+        r = S_ISREG(st.st_mode) ? 0 : -EBADFD;
+    if (r < 0) {
+        job->err = r;
+        snprintf(job->why, sizeof(job->why), "cannot create %s: %s", tmp,
+                 r == -EBADFD ? "a file that is not a regular file is in the way"
+                              : strerror(-r));
+        if (fd >= 0)
+            (void)close(fd); /* nothing was written to it */
         return;
     }
     r = write_all(fd, text, len);

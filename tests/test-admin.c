@@ -1243,6 +1243,34 @@ static bool metrics_has(void *arg)
     return strstr(buf, w->needle) != NULL;
 }
 
+/* A FIFO planted under the metrics file's temp name must not hold the
+ * thread that writes it: the write fails with a line naming the file, and
+ * the daemon still stops cleanly (a blocked pool thread would keep it from
+ * exiting). */
+static void test_metrics_fifo_in_the_way(void **state)
+{
+    struct harness *h = *state;
+    char *dir = harness_path(h->dir, "metrics");
+    char *file = harness_path(dir, "logshard.prom");
+    char *conf, *fifo;
+
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_true(asprintf(&conf, "[daemon]\nmetrics_file = %s\nmetrics_interval_s = 1\n", file) >
+                0);
+    harness_write_config(h, conf);
+    harness_start(h, NULL);
+    assert_true(asprintf(&fifo, "%s/.logshard.prom.%ld.tmp", dir, (long)h->daemon) > 0);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    if (!harness_wait_log(h, "a file that is not a regular file is in the way", 15000))
+        fail_msg("no log line about the FIFO at %s", fifo);
+    assert_true(harness_log_has(h, fifo));
+    stop_daemon(h);
+    free(fifo);
+    free(conf);
+    free(file);
+    free(dir);
+}
+
 static bool valid_name(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -1435,6 +1463,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_merge_progress, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_selection, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_file, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_fifo_in_the_way, harness_setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
