@@ -1,6 +1,6 @@
 /* Unit tests for logctl's helpers that need no daemon: the time parser of
- * --since/--until/--before (tools/timeparse.c), the size and time
- * formatting and the description of skipped damage (tools/format.c), and the JSON writer and parser, UTF-8 check
+ * --since/--until/--before (logctl/timeparse.c), the size and time
+ * formatting and the description of skipped damage (logctl/format.c), and the JSON writer and parser, UTF-8 check
  * and base64 of common/json.c that --json output and the admin protocol
  * use. */
 #include <errno.h>

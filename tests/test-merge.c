@@ -1,4 +1,4 @@
-/* Unit tests of the merge module (tools/merge.c): which files of done/ are
+/* Unit tests of the merge module (merge/merge.c): which files of done/ are
  * taken and in what order, the copy loop with and without its read/write
  * fallback, whole merges, good and refused, and the crash safety of
  * --delete: the lock, the intent file, and recovery from a merge that died

@@ -250,7 +250,7 @@ need() {
     local t
     for t in "$@"; do
         if ! command -v "$t" >/dev/null 2>&1; then
-            echo "SKIP: '$t' is not installed (bash tools/install-deps.sh installs it)"
+            echo "SKIP: '$t' is not installed (bash scripts/install-deps.sh installs it)"
             exit 77
         fi
     done
@@ -472,7 +472,7 @@ step_done
 step "5. Debian packages"
 debian_tools=(dpkg-buildpackage dpkg-checkbuilddeps dpkg-deb dpkg-architecture dh)
 for t in "${debian_tools[@]}"; do
-    command -v "$t" >/dev/null 2>&1 || skip_reason="'$t' is not installed (bash tools/install-deps.sh installs it)"
+    command -v "$t" >/dev/null 2>&1 || skip_reason="'$t' is not installed (bash scripts/install-deps.sh installs it)"
 done
 if [ -z "$skip_reason" ] && ! dpkg-checkbuilddeps "$SRC/debian/control" 2>"$T/builddeps.log"; then
     skip_reason="build dependencies missing: $(cat "$T/builddeps.log")"

@@ -7,10 +7,10 @@
 # every shard sits block-aligned in the merged file and copy_file_range can
 # remap the shard's extents instead of copying its bytes.
 #
-# Usage (as root): tests/bench/merge-reflink.sh [--build DIR] [--shards N]
+# Usage (as root): bench/merge-reflink.sh [--build DIR] [--shards N]
 #                  [--shard-size SIZE] [--repeat R]
 # Needs losetup, mkfs.xfs (xfsprogs; installed with apt-get when missing),
-# mkfs.ext4, and a build with tools/logshard-bench and tools/logctl.
+# mkfs.ext4, and a build with bench/logshard-bench and logctl/logctl.
 set -euo pipefail
 
 build=build
@@ -30,8 +30,8 @@ done
 
 die() { echo "merge-reflink.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (it makes loop devices and mounts them)"
-bench=$(realpath "$build/tools/logshard-bench") || die "no $build/tools/logshard-bench; build first"
-logctl=$(realpath "$build/tools/logctl") || die "no $build/tools/logctl; build first"
+bench=$(realpath "$build/bench/logshard-bench") || die "no $build/bench/logshard-bench; build first"
+logctl=$(realpath "$build/logctl/logctl") || die "no $build/logctl/logctl; build first"
 if ! command -v mkfs.xfs >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q xfsprogs >/dev/null ||
         die "cannot install xfsprogs"

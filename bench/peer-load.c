@@ -1,4 +1,4 @@
-/* peer-load: the load generator that tests/bench/compare-peers.sh points at
+/* peer-load: the load generator that bench/compare-peers.sh points at
  * rsyslog and syslog-ng, the counterpart of logshard-bench's producers.
  *
  * P producer processes each connect to one Unix stream socket, wait at a

@@ -5,9 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash tools/install-deps.sh
+bash scripts/install-deps.sh
 if [ ! -f build/build.ninja ]; then
-  meson setup build >/dev/null
+  meson setup build -Dtests=false >/dev/null  # the tests need more (scripts/run-tests.sh)
 fi
 ninja -C build >/dev/null
 
@@ -34,7 +34,7 @@ senders=()
 for name in web api worker; do
   for i in 1 2 3; do
     echo "$name: request $i handled at $(date +%T.%N)"
-  done | build/tools/logctl send --producer "$name" --verbose &
+  done | build/logctl/logctl send --producer "$name" --verbose &
   senders+=($!)
 done
 for pid in "${senders[@]}"; do
@@ -42,7 +42,7 @@ for pid in "${senders[@]}"; do
 done
 
 echo "== the daemon's figures (logctl status, over the admin socket)"
-build/tools/logctl status
+build/logctl/logctl status
 
 echo "== stop the daemon (SIGTERM seals every shard)"
 kill -TERM $daemon
@@ -54,7 +54,7 @@ echo "-- sealed shards:"
 ls -l "$demo/spool/done"
 
 echo "== merge the shards into one file (copy_file_range)"
-build/tools/logctl merge --spool "$demo/spool" --output "$demo/merged.lsm"
+build/logctl/logctl merge --spool "$demo/spool" --output "$demo/merged.lsm"
 
 echo "== what came out (logctl cat --meta)"
-build/tools/logctl cat --meta "$demo/merged.lsm"
+build/logctl/logctl cat --meta "$demo/merged.lsm"

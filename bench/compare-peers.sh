@@ -14,8 +14,8 @@
 #
 # Usage (as root; installs rsyslog, syslog-ng and gnuplot from Debian when
 # absent):
-#   tests/bench/compare-peers.sh            # full run, ~6 minutes on 2 cores
-#   QUICK=1 tests/bench/compare-peers.sh    # a 1/20 sized pass, one repeat
+#   bench/compare-peers.sh            # full run, ~6 minutes on 2 cores
+#   QUICK=1 bench/compare-peers.sh    # a 1/20 sized pass, one repeat
 #
 # Environment:
 #   BUILD=DIR        meson build dir with logshardd, logshard-bench, logctl
@@ -220,15 +220,15 @@ SYSLOGNG_CONFVER=$(cut -d. -f1,2 <<< "$SYSLOGNG_VERSION")
 # ---- logshard and the load generator ------------------------------------
 if [[ -z ${BUILD:-} ]]; then
     for b in "$SRC/build-cmp" "$SRC/build"; do
-        [[ -x $b/tools/logshard-bench ]] && { BUILD=$b; break; }
+        [[ -x $b/bench/logshard-bench ]] && { BUILD=$b; break; }
     done
 fi
 [[ -n ${BUILD:-} ]] || die "no build found: meson setup build-cmp -Dtests=false && ninja -C build-cmp (or set BUILD)"
-BENCH=$BUILD/tools/logshard-bench
+BENCH=$BUILD/bench/logshard-bench
 LOGSHARDD=$BUILD/daemon/logshardd
-LOGCTL=$BUILD/tools/logctl
+LOGCTL=$BUILD/logctl/logctl
 for f in "$BENCH" "$LOGSHARDD" "$LOGCTL"; do [[ -x $f ]] || die "$f is missing: build first"; done
-PEER_LOAD=$BUILD/tests/bench/peer-load
+PEER_LOAD=$BUILD/bench/peer-load
 if [[ ! -x $PEER_LOAD || $HERE/peer-load.c -nt $PEER_LOAD ]]; then
     # A build with -Dtests=false has no tests/ directory: build it here.
     PEER_LOAD=$WORK/peer-load

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash tools/install-deps.sh
+bash scripts/install-deps.sh --tests
 
 build() {
   local dir=$1; shift
@@ -20,17 +20,17 @@ build() {
 }
 
 echo "== development build (warnings are errors)"
-build build -Dfault_injection=true
+build build -Dtests=true -Dfault_injection=true
 meson test -C build --print-errorlogs --num-processes 2
 
 echo "== the same tests on the thread-pool I/O path (no io_uring)"
 meson test -C build --setup threads --print-errorlogs --num-processes 2
 
 echo "== sanitizer build (address, undefined)"
-build build-sanitize -Db_sanitize=address,undefined -Dbuildtype=debug -Dfault_injection=true
+build build-sanitize -Dtests=true -Db_sanitize=address,undefined -Dbuildtype=debug -Dfault_injection=true
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-sanitize --print-errorlogs --num-processes 2
 
 echo "== fuzzing: corpus replay and 60 s of each libFuzzer target (clang)"
-bash tools/fuzz.sh --seconds 60
+bash scripts/fuzz.sh --seconds 60

@@ -5,10 +5,10 @@
 # sanitizer, times out or breaks a contract the target checks; the input
 # is then saved under build-fuzz/artifacts/<target>/.
 #
-#   bash tools/fuzz.sh                      every target, 60 s each
-#   bash tools/fuzz.sh --seconds 600        longer
-#   bash tools/fuzz.sh --target wire        one target (wire, shard-reader, config)
-#   bash tools/fuzz.sh --replay-only        the corpus replay alone
+#   bash scripts/fuzz.sh                      every target, 60 s each
+#   bash scripts/fuzz.sh --seconds 600        longer
+#   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config)
+#   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not to the
 # seed corpus in the repository: a crash is added there by hand, as a
@@ -49,7 +49,7 @@ for t in "${targets[@]}"; do
 done
 if ! command -v clang >/dev/null; then
   echo "fuzz.sh: clang is missing (Debian 12: apt-get install clang libclang-rt-14-dev," \
-       "or bash tools/install-deps.sh)" >&2
+       "or bash scripts/install-deps.sh)" >&2
   exit 1
 fi
 

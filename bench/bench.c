@@ -596,7 +596,7 @@ int main(int argc, char **argv)
 {
     static const char *const daemon_rel[] = { "../daemon/logshardd", "../sbin/logshardd",
                                               "logshardd", NULL };
-    static const char *const logctl_rel[] = { "logctl", "../tools/logctl", NULL };
+    static const char *const logctl_rel[] = { "logctl", "../logctl/logctl", NULL };
     struct cmdline c = {
         .spool_base = "/var/tmp",
         .producers = 4,

@@ -13,7 +13,7 @@
 # --verify read every record; now it always reads every record, so "new"
 # should cost what "base-verify" costs, and "new / base" is the price.
 #
-# Usage: tests/bench/merge-verify.sh --base-logctl PATH [--logctl PATH]
+# Usage: bench/merge-verify.sh --base-logctl PATH [--logctl PATH]
 #        [--bench PATH] [--shards N] [--shard-size SIZE] [--size SIZE]
 #        [--repeat R] [--dir DIR] [--no-cold]
 # The shards are laid out once by `logshard-bench --mode merge --shards`
@@ -23,8 +23,8 @@
 # the write-back of the one before.
 set -euo pipefail
 
-logctl=build/tools/logctl
-bench=build/tools/logshard-bench
+logctl=build/logctl/logctl
+bench=build/bench/logshard-bench
 base=
 shards=1000
 shard_size=1M
