@@ -1,15 +1,19 @@
-/* A small JSON writer and parser, for the admin protocol (daemon and logctl)
- * and logctl's --json output. The writer escapes what JSON requires and
- * never emits invalid UTF-8; the parser is strict (RFC 8259: no comments, no
- * trailing commas, valid UTF-8 only, bounded nesting) because it reads what
- * another program wrote and should say so when that is wrong. Also the two
- * helpers --json output needs for opaque payloads: a UTF-8 check and
- * base64. No I/O, no logging. */
+/* A small JSON writer (json-write.c) and parser (json-parse.c), for the
+ * admin protocol (daemon and logctl) and logctl's --json output. The writer
+ * escapes what JSON requires and never emits invalid UTF-8; the parser is
+ * strict (RFC 8259: no comments, no trailing commas, valid UTF-8 only,
+ * bounded nesting) because it reads what another program wrote and should
+ * say so when that is wrong. No I/O, no logging.
+ *
+ * This is the one include for code that speaks JSON: it brings text.h too,
+ * since every such caller also writes times or payloads with its helpers. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "text.h"
 
 /* Nesting the writer and the parser accept. */
 #define JSON_MAX_DEPTH 32u
@@ -112,23 +116,3 @@ bool json_get_bool(const struct json_value *v, const char *key, bool fallback);
 
 /* Writes a parsed tree back out (compact), as the next value of o. */
 void json_write_value(struct json_out *o, const struct json_value *v);
-
-/* ---- times ---- */
-
-/* ns since the epoch as RFC 3339 in UTC, "2026-12-01T10:00:00Z", with
- * frac_digits (0 to 9) digits of fraction before the Z. Returns 0, or
- * -EOVERFLOW when it does not fit in size bytes or the time cannot be
- * represented. */
-int rfc3339_format(uint64_t ns, unsigned frac_digits, char *out, size_t size);
-
-/* ---- payload helpers ---- */
-
-/* Whether s[0..n) is valid UTF-8: shortest forms only, no surrogates,
- * nothing above U+10FFFF. */
-bool utf8_valid(const void *s, size_t n);
-
-/* Length of the base64 (RFC 4648, with padding) text for n bytes. */
-size_t base64_encoded_len(size_t n);
-
-/* Writes base64_encoded_len(n) characters and a NUL to out. */
-void base64_encode(const void *in, size_t n, char *out);
