@@ -1,10 +1,8 @@
 /* Unit tests for logctl's helpers that need no daemon: the time parser of
- * --since/--until/--before (logctl/timeparse.c), the size and time
- * formatting and the description of skipped damage (logctl/format.c), and the JSON writer and parser, UTF-8 check
- * and base64 of common/json.c that --json output and the admin protocol
- * use. */
+ * --since/--until/--before (logctl/timeparse.c), and the size and time
+ * formatting and the description of skipped damage (logctl/format.c). The
+ * JSON code and the text helpers have tests of their own (test-json.c). */
 #include <errno.h>
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +15,8 @@
 #include <cmocka.h>
 
 #include "cat.h"
-#include "json.h"
 #include "logctl.h"
+#include "text.h"
 
 #define S 1000000000ull
 /* 2026-12-01T10:00:00Z and that day's midnight, UTC. */
@@ -209,232 +207,6 @@ static void test_describe_skip(void **state)
     assert_string_equal(buf, "empty file ");
 }
 
-static void test_utf8(void **state)
-{
-    static const struct {
-        const char *s;
-        size_t n;
-        bool valid;
-    } cases[] = {
-        { "", 0, true },
-        { "plain ascii", 11, true },
-        { "caf\xc3\xa9", 5, true },                   /* é */
-        { "\xe2\x82\xac", 3, true },                  /* € */
-        { "\xf0\x9f\x98\x80", 4, true },              /* U+1F600 */
-        { "\xf4\x8f\xbf\xbf", 4, true },              /* U+10FFFF */
-        { "a\0b", 3, true },                          /* NUL is a character */
-        { "\xff", 1, false },
-        { "\x80", 1, false },                         /* lone continuation */
-        { "\xc0\x80", 2, false },                     /* overlong NUL */
-        { "\xe0\x80\x80", 3, false },                 /* overlong */
-        { "\xed\xa0\x80", 3, false },                 /* surrogate U+D800 */
-        { "\xf4\x90\x80\x80", 4, false },             /* above U+10FFFF */
-        { "\xc3", 1, false },                         /* truncated */
-        { "\xe2\x82", 2, false },
-        { "ok\xc3(", 4, false },                      /* bad continuation */
-    };
-    (void)state;
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        if (utf8_valid(cases[i].s, cases[i].n) != cases[i].valid)
-            fail_msg("case %zu: expected %s", i, cases[i].valid ? "valid" : "invalid");
-}
-
-static void test_base64(void **state)
-{
-    static const char *const want[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
-                                        "Zm9vYmFy" };
-    char out[64];
-    (void)state;
-
-    for (size_t n = 0; n <= 6; n++) {
-        assert_int_equal(base64_encoded_len(n), strlen(want[n]));
-        base64_encode("foobar", n, out);
-        assert_string_equal(out, want[n]);
-    }
-    base64_encode("\xff\xfe\x00\x01", 4, out);
-    assert_string_equal(out, "//4AAQ==");
-}
-
-static char *write_doc(void (*fill)(struct json_out *))
-{
-    struct json_out o;
-    char *text = NULL;
-    size_t len;
-
-    json_out_init(&o);
-    fill(&o);
-    assert_int_equal(json_out_finish(&o, &text, &len), 0);
-    assert_int_equal(strlen(text), len);
-    return text;
-}
-
-static void fill_escapes(struct json_out *o)
-{
-    json_obj_begin(o);
-    json_key(o, "s");
-    json_str(o, "q\"b\\n\n\t\x01\x1f/", 10);
-    json_key(o, "bad");
-    json_str(o, "a\xff" "b", 3);
-    json_key(o, "u");
-    json_cstr(o, "\xe2\x82\xac");
-    json_key(o, "null");
-    json_cstr(o, NULL);
-    json_key(o, "n");
-    json_arr_begin(o);
-    json_u64(o, UINT64_MAX);
-    json_i64(o, -5);
-    json_double(o, 0.5);
-    json_double(o, INFINITY);
-    json_bool(o, true);
-    json_bool(o, false);
-    json_null(o);
-    json_arr_end(o);
-    json_key(o, "empty");
-    json_obj_begin(o);
-    json_obj_end(o);
-    json_obj_end(o);
-}
-
-static void test_json_writer(void **state)
-{
-    char *text = write_doc(fill_escapes);
-    (void)state;
-
-    assert_string_equal(text, "{\"s\":\"q\\\"b\\\\n\\n\\t\\u0001\\u001f/\","
-                              "\"bad\":\"a\xef\xbf\xbd" "b\","
-                              "\"u\":\"\xe2\x82\xac\",\"null\":null,"
-                              "\"n\":[18446744073709551615,-5,0.5,null,true,false,null],"
-                              "\"empty\":{}}");
-    free(text);
-}
-
-static void fill_members(struct json_out *o)
-{
-    json_obj_begin(o);
-    json_member_str(o, "s", "a\"b");
-    json_member_str(o, "none", NULL);
-    json_member_u64(o, "u", 42);
-    json_member_i64(o, "i", -7);
-    json_member_double(o, "d", 0.25);
-    json_member_bool(o, "b", true);
-    json_obj_end(o);
-}
-
-/* The member helpers write the key, then the value, with the commas. */
-static void test_json_members(void **state)
-{
-    char *text = write_doc(fill_members);
-    (void)state;
-
-    assert_string_equal(text, "{\"s\":\"a\\\"b\",\"none\":null,\"u\":42,\"i\":-7,"
-                              "\"d\":0.25,\"b\":true}");
-    free(text);
-}
-
-static void fill_unclosed(struct json_out *o)
-{
-    json_arr_begin(o);
-}
-
-static void test_json_writer_unbalanced(void **state)
-{
-    struct json_out o;
-    char *text = NULL;
-    size_t len;
-    (void)state;
-
-    json_out_init(&o);
-    fill_unclosed(&o);
-    assert_int_equal(json_out_finish(&o, &text, &len), -EINVAL);
-    assert_null(text);
-}
-
-static void test_json_parse(void **state)
-{
-    const char *doc = " {\"a\": [1, 2.5, -3, 1e3, true, false, null, \"x\\u00e9\\ud83d\\ude00\\n\"],"
-                      " \"big\": 18446744073709551615, \"o\": {\"k\": \"v\"}, \"s\": \"\\\"\\\\\\/\"} ";
-    struct json_value *v = NULL;
-    const struct json_value *a;
-    char *back;
-    struct json_out o;
-    size_t len;
-    (void)state;
-
-    assert_int_equal(json_parse(doc, strlen(doc), &v, NULL, NULL), 0);
-    assert_int_equal(v->type, JSON_OBJECT);
-    a = json_get(v, "a");
-    assert_non_null(a);
-    assert_int_equal(a->type, JSON_ARRAY);
-    assert_int_equal(a->n, 8);
-    assert_true(a->items[0].is_u64 && a->items[0].u64 == 1);
-    assert_false(a->items[1].is_u64);
-    assert_true(a->items[1].number == 2.5);
-    assert_false(a->items[2].is_u64);
-    assert_true(a->items[2].number == -3);
-    assert_true(a->items[3].number == 1000);
-    assert_int_equal(a->items[4].type, JSON_TRUE);
-    assert_int_equal(a->items[5].type, JSON_FALSE);
-    assert_int_equal(a->items[6].type, JSON_NULL);
-    assert_string_equal(a->items[7].string, "x\xc3\xa9\xf0\x9f\x98\x80\n");
-    assert_true(json_get_u64(v, "big", 0) == UINT64_MAX);
-    assert_string_equal(json_get_str(json_get(v, "o"), "k", NULL), "v");
-    assert_string_equal(json_get_str(v, "s", NULL), "\"\\/");
-    assert_null(json_get(v, "missing"));
-    assert_true(json_get_u64(v, "missing", 7) == 7);
-    assert_string_equal(json_get_str(v, "a", "fallback"), "fallback");
-
-    /* Written back and parsed again, it is the same tree. */
-    json_out_init(&o);
-    json_write_value(&o, v);
-    assert_int_equal(json_out_finish(&o, &back, &len), 0);
-    json_value_free(v);
-    v = NULL;
-    assert_int_equal(json_parse(back, len, &v, NULL, NULL), 0);
-    assert_string_equal(json_get(v, "a")->items[7].string, "x\xc3\xa9\xf0\x9f\x98\x80\n");
-    assert_true(json_get_u64(v, "big", 0) == UINT64_MAX);
-    json_value_free(v);
-    free(back);
-
-    /* A NUL inside a string survives, with its length. */
-    assert_int_equal(json_parse("\"a\\u0000b\"", 10, &v, NULL, NULL), 0);
-    assert_int_equal(v->string_len, 3);
-    assert_memory_equal(v->string, "a\0b", 3);
-    json_value_free(v);
-}
-
-static void test_json_parse_refused(void **state)
-{
-    static const char *const bad[] = {
-        "", "   ", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "[01]", "[1.]", "[.5]",
-        "[1e]", "[-]", "[+1]", "\"abc", "\"a\\x\"", "\"\\u12\"", "\"\\u12g4\"", "tru", "nul",
-        "[1] x", "{} {}", "\"tab\there\"", "\"\xff\"", "\"\xc0\x80\"", "[NaN]", "'a'",
-    };
-    char deep[80];
-    struct json_value *v = NULL;
-    const char *why = NULL;
-    size_t off = 999;
-    (void)state;
-
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        why = NULL;
-        if (json_parse(bad[i], strlen(bad[i]), &v, &why, &off) != -EBADMSG)
-            fail_msg("'%s' was accepted", bad[i]);
-        assert_null(v); /* written only on success */
-        assert_non_null(why);
-        assert_true(off <= strlen(bad[i]));
-    }
-    /* Nesting is bounded. */
-    memset(deep, '[', 40);
-    memset(deep + 40, ']', 40);
-    assert_int_equal(json_parse(deep, 80, &v, &why, &off), -EBADMSG);
-    assert_string_equal(why, "nested too deeply");
-    memset(deep, '[', 20);
-    memset(deep + 20, ']', 20);
-    assert_int_equal(json_parse(deep, 40, &v, NULL, NULL), 0);
-    json_value_free(v);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,13 +215,6 @@ int main(void)
         cmocka_unit_test(test_time_refused),
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_describe_skip),
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_json_writer),
-        cmocka_unit_test(test_json_members),
-        cmocka_unit_test(test_json_writer_unbalanced),
-        cmocka_unit_test(test_json_parse),
-        cmocka_unit_test(test_json_parse_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
