@@ -5,6 +5,7 @@
 #include "json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,9 +75,11 @@ static int parse_string(struct parser *ps, char **ret, size_t *ret_len)
     char *out;
     int r;
 
-    /* Find the end first, to size the buffer. */
+    /* Find the end first, to size the buffer. A backslash skips the byte
+     * after it, unless the text ends there: the offset of a refusal stays
+     * inside the text. */
     while (ps->pos < ps->len && ps->p[ps->pos] != '"') {
-        if (ps->p[ps->pos] == '\\')
+        if (ps->p[ps->pos] == '\\' && ps->len - ps->pos > 1)
             ps->pos++;
         ps->pos++;
     }
@@ -169,6 +172,7 @@ static int parse_number(struct parser *ps, struct json_value *v)
 {
     size_t start = ps->pos;
     bool whole = true, negative = false;
+    double number;
     char tmp[64];
     size_t n;
 
@@ -205,8 +209,13 @@ static int parse_number(struct parser *ps, struct json_value *v)
         return bad(ps, "number too long");
     memcpy(tmp, ps->p + start, n);
     tmp[n] = '\0';
+    number = strtod(tmp, NULL);
+    /* Beyond the range of a double strtod gives an infinity, which JSON
+     * cannot express: the writer would send it back as null. */
+    if (!isfinite(number))
+        return bad(ps, "number out of range");
     v->type = JSON_NUMBER;
-    v->number = strtod(tmp, NULL);
+    v->number = number;
     if (whole && !negative) {
         char *end;
         unsigned long long u;
@@ -276,6 +285,11 @@ static int parse_container(struct parser *ps, struct json_value *v, unsigned dep
             r = parse_string(ps, &key, &key_len);
             if (r < 0)
                 return r;
+            /* Names are C strings: "a\u0000b" would be found as "a". */
+            if (memchr(key, '\0', key_len)) {
+                free(key);
+                return bad(ps, "NUL in a member name");
+            }
             skip_ws(ps);
             if (ps->pos >= ps->len || ps->p[ps->pos] != ':') {
                 free(key);

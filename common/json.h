@@ -96,7 +96,17 @@ struct json_value {
 /* Parses exactly one JSON value from text[0..len) (white space around it is
  * fine, anything else after it is not). Returns 0 and a new tree in *ret, or
  * -EBADMSG with a static reason in *ret_why and the byte offset where it was
- * found in *ret_offset (both may be NULL), or -ENOMEM. */
+ * found in *ret_offset (at most len; both may be NULL), or -ENOMEM.
+ *
+ * Beyond RFC 8259's grammar, and on purpose, so that every tree can be
+ * written back (json_write_value) as the same value:
+ *  - arrays and objects nest at most JSON_MAX_DEPTH deep;
+ *  - a number has at most 63 characters, and one beyond the range of a
+ *    double is refused (below it, it rounds to 0); is_u64 is set only for
+ *    digits alone, without sign, fraction or exponent;
+ *  - a \u escape of a lone surrogate gives U+FFFD; \u0000 is kept in a
+ *    string value (see string_len) but refused in a member name;
+ *  - duplicate member names are kept, in order; json_get finds the first. */
 int json_parse(const char *text, size_t len, struct json_value **ret, const char **ret_why,
                size_t *ret_offset);
 

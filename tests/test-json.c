@@ -321,6 +321,23 @@ static void test_parse_duplicate_names(void **state)
     json_value_free(v);
 }
 
+/* A member name is a C string, so one with U+0000 in it would be found
+ * under the name before the NUL: it is refused instead. */
+static void test_parse_nul_in_member_name(void **state)
+{
+    static const char text[] = "{\"command\\u0000x\":\"rotate\",\"command\":\"ls\"}";
+    struct json_value *v;
+    size_t off;
+    (void)state;
+
+    assert_string_equal(parse_refused(text, strlen(text), &off), "NUL in a member name");
+    assert_int_equal(off, 17);
+    /* In a value it is a character like any other. */
+    v = parse_ok("{\"command\":\"ls\\u0000x\"}");
+    assert_int_equal(json_get(v, "command")->string_len, 4);
+    json_value_free(v);
+}
+
 static void test_parse_numbers(void **state)
 {
     char text[80];
@@ -346,6 +363,14 @@ static void test_parse_numbers(void **state)
     assert_true(v->items[9].number == 4.9e-324);
     assert_true(v->items[10].number == 0.1);
     json_value_free(v);
+
+    /* Beyond a double's range there is no number JSON can give back. */
+    assert_string_equal(parse_refused("1e309", 5, &off), "number out of range");
+    assert_int_equal(off, 5);
+    assert_string_equal(parse_refused("[-1.8e308]", 10, &off), "number out of range");
+    assert_int_equal(off, 9);
+    assert_string_equal(parse_refused("{\"n\":1e99999999999999999999}", 28, NULL),
+                        "number out of range");
 
     /* 63 characters are read; 64 are refused. */
     memset(text, '0', sizeof(text));
@@ -411,6 +436,7 @@ static void test_parse_refused_reasons(void **state)
         { "\"a\nb\"", "control character in string", 2 },
         { "\"abc", "unterminated string", 4 },
         { "\"abc\\\"", "unterminated string", 6 },
+        { "\"abc\\", "unterminated string", 5 }, /* not past the end */
         { "[1,]", "bad number", 3 },
         { "{\"a\":1,}", "expected a member name", 7 },
         { "{\"a\" 1}", "expected ':' after a member name", 5 },
@@ -467,6 +493,35 @@ static void test_parse_refused_utf8(void **state)
     /* Outside a string only ASCII is JSON. */
     parse_refused("[\xc3\xa9]", 4, NULL);
     parse_refused("{\"a\xff\":1}", 7, NULL);
+}
+
+/* Every proper prefix of a valid document is refused, with the offset
+ * inside the prefix: the daemon reads a request line cut anywhere. */
+static void test_parse_truncated(void **state)
+{
+    static const char *const docs[] = {
+        "{\"version\":1,\"ok\":true,\"command\":\"ls\",\"spool\":\"/var/lib/logshard\","
+        "\"shards\":[{\"producer\":\"web-1\",\"size\":4096,\"first\":\"2026-12-01T10:00:00Z\","
+        "\"last\":null,\"ok\":false,\"rate\":-1.5e-3}]}",
+        "[\"\\u00e9\\ud83d\\ude00\\n\",\"caf\xc3\xa9\",[[{}]],true]",
+        "\"a\\\\b\\\"c\"",
+    };
+    (void)state;
+
+    for (size_t d = 0; d < N_ELEMENTS(docs); d++) {
+        size_t len = strlen(docs[d]);
+
+        json_value_free(parse_ok(docs[d]));
+        for (size_t n = 0; n < len; n++) {
+            /* A block of exactly the prefix, so ASan sees a read past it. */
+            char *cut = malloc(n ? n : 1);
+
+            assert_non_null(cut);
+            memcpy(cut, docs[d], n);
+            parse_refused(cut, n, NULL);
+            free(cut);
+        }
+    }
 }
 
 /* Exactly JSON_MAX_DEPTH arrays or objects deep is read; one more is not,
@@ -638,10 +693,12 @@ int main(void)
         cmocka_unit_test(test_parse_admin_messages),
         cmocka_unit_test(test_parse_typed_reads),
         cmocka_unit_test(test_parse_duplicate_names),
+        cmocka_unit_test(test_parse_nul_in_member_name),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_strings),
         cmocka_unit_test(test_parse_refused_reasons),
         cmocka_unit_test(test_parse_refused_utf8),
+        cmocka_unit_test(test_parse_truncated),
         cmocka_unit_test(test_parse_nesting),
         cmocka_unit_test(test_round_trip),
     };
