@@ -7,7 +7,7 @@
 #
 #   bash scripts/fuzz.sh                      every target, 60 s each
 #   bash scripts/fuzz.sh --seconds 600        longer
-#   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config)
+#   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not to the
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config)
+targets=(wire shard-reader config json)
 seconds=60
 replay_only=false
 build=build-fuzz
@@ -43,7 +43,7 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
 fi
 for t in "${targets[@]}"; do
   if ! [ -d "common/fuzz/corpus/$t" ]; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config)" >&2
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json)" >&2
     exit 2
   fi
 done

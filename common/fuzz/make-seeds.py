@@ -7,11 +7,13 @@ refusal the parser knows, so each error path is replayed by `meson test`.
 Run it from anywhere: python3 common/fuzz/make-seeds.py. It replaces the
 files named seed-* in corpus/<target>/ and leaves every other file there
 alone: regression inputs (regress-*) are kept by hand, not generated.
-It also writes fuzz-config.dict, the config keys as a libFuzzer dictionary.
+It also writes fuzz-config.dict, the config keys as a libFuzzer dictionary,
+and fuzz-json.dict, JSON's tokens and the admin protocol's member names.
 
 The byte layouts are those of docs/PROTOCOL.md and docs/FORMAT.md (and
 common/wire.h, common/shard_format.h); the values of the config keys follow
-config/logshard.conf.
+config/logshard.conf; the JSON seeds are the admin requests and replies of
+docs/PROTOCOL.md and the edges of common/json.h.
 """
 import os
 import struct
@@ -320,6 +322,160 @@ def config_dict():
     return "\n".join(lines) + "\n"
 
 
+# ---- JSON (the admin protocol) ---------------------------------------------
+
+# A status reply as the daemon writes it: every member of docs/PROTOCOL.md.
+STATUS_REPLY = (
+    b'{"version":1,"ok":true,"command":"status","status":{"version":"0.1.0","pid":4242,'
+    b'"started":"2026-12-01T10:00:00Z","uptime_s":0.348237984,"fsync_policy":"batch",'
+    b'"io_backend":"io_uring","spool":"/var/lib/logshard","admin_socket":"/run/logshard/admin.sock",'
+    b'"metrics_file":null,"producers_connected":0,"connections_accepted":1,"active_shards":0,'
+    b'"shards_opened":1,"shards_sealed":1,"records":{"received":2,"acknowledged":2,'
+    b'"per_s_10s":5.86567950565367,"per_s_since_start":5.743198880912428},"bytes":{"received":6,'
+    b'"per_s_10s":17.59703851696101,"per_s_since_start":17.229596642737285},'
+    b'"rate_window_s":0.340966464,"fsync":{"syncs":4,"count":1,"sum_s":0.000577651,'
+    b'"p50_s":0.00075,"p99_s":0.000995},"acks_pending":0,"bytes_waiting":0,"memory_bytes":0,'
+    b'"io_pending":0,"errors":{"protocol":0,"io":0,"refused_access":0,"refused_limit":0,'
+    b'"timeout":0,"refused_admin":0},"disk":{"active_files":0,"active_bytes":0,"done_files":1,'
+    b'"done_bytes":4096,"quarantine_files":0,"quarantine_bytes":0,"fs_avail_bytes":84914323456,'
+    b'"fs_free_bytes":252722216960,"fs_size_bytes":270553174016}}}\n')
+
+LS_REPLY = (
+    b'{"version":1,"ok":true,"command":"ls","spool":"/var/lib/logshard","shards":['
+    b'{"producer":"web-1","shard":"18ed0c66c50c305a","state":"active",'
+    b'"file":"active/web-1.18ed0c66c50c305a.tmp","size":4096,"records":57,'
+    b'"records_received":60,"records_acknowledged":57,"created":"2026-12-01T10:00:00.000000001Z",'
+    b'"first":"2026-12-01T10:00:00.000000002Z","last":null,"uid":1000,"gid":1000,"pid":4242}]}\n')
+
+ROTATE_REPLY = (
+    b'{"version":1,"ok":true,"command":"rotate","producer":"web-1","retired":1,"busy":0,'
+    b'"sealed":[{"producer":"web-1","shard":"18ed0c66c50c305a",'
+    b'"file":"done/web-1.18ed0c66c50c305a.shard","records":57,"bytes":4096}],'
+    b'"failed":[{"producer":"web-2","shard":"18ed0c66c50c305b","file":"quarantine/x",'
+    b'"error":"fdatasync failed: Input/output error","quarantined":true}]}\n')
+
+
+def error_reply(code, name, message):
+    return (b'{"version":1,"ok":false,"error":{"code":%d,"name":"%s","message":"%s"}}\n'
+            % (code, name, message))
+
+
+def json_seeds():
+    s = {}
+    s["request-status"] = b'{"version":1,"command":"status"}\n'
+    s["request-ls"] = b'{"version":1,"command":"ls","producer":"web-1"}\n'
+    s["request-rotate-all"] = b'{"version":1,"command":"rotate","producer":null}\n'
+    s["request-unknown-member"] = b'{"version":1,"command":"ls","later":{"a":[1,2]}}\n'
+    s["request-version-2"] = b'{"version":2,"command":"status"}\n'
+    s["reply-status"] = STATUS_REPLY
+    s["reply-ls"] = LS_REPLY
+    s["reply-ls-empty"] = b'{"version":1,"ok":true,"command":"ls","spool":"spool","shards":[]}\n'
+    s["reply-rotate"] = ROTATE_REPLY
+    s["reply-rotate-none"] = (b'{"version":1,"ok":true,"command":"rotate","producer":null,'
+                              b'"retired":0,"busy":0,"sealed":[],"failed":[]}\n')
+    s["reply-einval"] = error_reply(22, b"EINVAL", b"unknown command 'fly' (status, ls, rotate)")
+    s["reply-ebadmsg"] = error_reply(74, b"EBADMSG",
+                                     b"request is not JSON: unexpected character at byte 0")
+    s["reply-eprotonosupport"] = error_reply(
+        93, b"EPROTONOSUPPORT", b"admin protocol version 2 is not supported (this daemon speaks 1)")
+    # Values alone, and white space.
+    for name, text in [("null", b"null"), ("true", b"true"), ("false", b"false"),
+                       ("zero", b"0"), ("string", b'"x"'), ("empty-array", b"[]"),
+                       ("empty-object", b"{}")]:
+        s["value-" + name] = text
+    s["white-space"] = b' \t\r\n{ "a" : [ 1 , 2 ] }\r\n '
+    s["empty"] = b""
+    s["blank"] = b" \n"
+    # Numbers: the u64 edge, beyond it, signs, fractions, exponents, the
+    # double range, and the length limit (63 characters pass, 64 do not).
+    numbers = {
+        "u64-max": b"18446744073709551615", "u64-max-plus-1": b"18446744073709551616",
+        "negative": b"-42", "negative-zero": b"-0", "fraction": b"0.1", "whole-fraction": b"1.0",
+        "exponent": b"1e3", "exponent-signs": b"[1E+2,1e-2,-1.5E-0]", "double-max": b"1.7976931348623157e308",
+        "overflow": b"1e309", "negative-overflow": b"-1e309", "underflow": b"1e-400",
+        "denormal": b"4.9e-324", "63-chars": b"1" + b"0" * 62, "64-chars": b"1" + b"0" * 63,
+        "leading-zero": b"01", "negative-leading-zero": b"-01", "bare-minus": b"-",
+        "plus": b"+1", "dot-first": b".5", "dot-last": b"1.", "exponent-empty": b"1e",
+        "exponent-sign-only": b"1e+", "hex": b"0x10", "nan": b"NaN", "infinity": b"-Infinity",
+    }
+    for name, text in numbers.items():
+        s["number-" + name] = text
+    # Strings: every escape, \u0000, surrogates paired and alone, raw UTF-8
+    # at its edges, and what the parser refuses.
+    strings = {
+        "escapes": rb'"\" \\ \/ \b \f \n \r \t \u00e9 \u20AC"',
+        "nul": rb'"a\u0000b"',
+        "surrogate-pair": rb'"\ud83d\ude00"',
+        "lone-high": rb'"\ud800"',
+        "lone-low": rb'"\udc00"',
+        "high-then-other-escape": rb'"\ud800\u0041"',
+        "high-then-high": rb'"\ud800\ud800\udc00"',
+        "high-at-end": rb'"\ud800\u"',
+        "utf8-edges": '"\u0080\u07ff\u0800\uffff\U00010000\U0010ffff"'.encode(),
+        "bad-escape": rb'"\x41"',
+        "short-u": rb'"\u12"',
+        "bad-hex": rb'"\u12g4"',
+        "unterminated": b'"abc',
+        "backslash-at-end": b'"abc\\',
+        "escaped-quote-at-end": b'"abc\\"',
+        "tab": b'"a\tb"',
+        "newline": b'"a\nb"',
+        "del": b'"a\x7fb"',
+        "overlong-nul": b'"\xc0\x80"',
+        "overlong-slash": b'"\xe0\x80\xaf"',
+        "overlong-4": b'"\xf0\x80\x80\x80"',
+        "surrogate-utf8": b'"\xed\xa0\x80"',
+        "above-max": b'"\xf4\x90\x80\x80"',
+        "lone-continuation": b'"\x80"',
+        "truncated-utf8": b'"\xe2\x82"',
+        "ff": b'"\xff"',
+        "single-quotes": b"'a'",
+    }
+    for name, text in strings.items():
+        s["string-" + name] = text
+    # Structure.
+    s["duplicate-keys"] = b'{"command":"ls","command":"rotate"}'
+    s["nul-in-member-name"] = b'{"command\\u0000x":"rotate","command":"ls"}'
+    s["empty-member-name"] = b'{"":1}'
+    s["trailing-comma-array"] = b"[1,]"
+    s["trailing-comma-object"] = b'{"a":1,}'
+    s["missing-colon"] = b'{"a" 1}'
+    s["bare-member-name"] = b"{a:1}"
+    s["member-name-not-string"] = b"{1:1}"
+    s["missing-comma"] = b"[1 2]"
+    s["text-after"] = b"[1] x"
+    s["two-documents"] = b"{} {}"
+    s["comment"] = b"[1 /* no */]"
+    s["bom"] = b"\xef\xbb\xbf{}"
+    s["words-cut"] = b"[tru,nul,fals]"
+    s["words-longer"] = b"[truex]"
+    s["nesting-32"] = b"[" * 32 + b"]" * 32
+    s["nesting-33"] = b"[" * 33 + b"]" * 33
+    s["nesting-32-objects"] = b'{"a":' * 31 + b"{}" + b"}" * 31
+    s["nesting-unclosed"] = b"[" * 1000
+    s["request-cut"] = b'{"version":1,"command":"sta'
+    s["many-items"] = b"[" + b",".join(b"%d" % i for i in range(300)) + b"]"
+    return s
+
+
+JSON_TOKENS = ["{", "}", "[", "]", ":", ",", '"', "true", "false", "null", "-", ".", "e",
+               "E+", "e-", "0", "18446744073709551615", "1e308", "\\\"", "\\\\", "\\/", "\\b",
+               "\\f", "\\n", "\\r", "\\t", "\\u", "\\u0000", "\\ud800", "\\udc00", "\\uffff",
+               "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xef\xbf\xbd", "\xed\xa0\x80",
+               "\xc0\x80", "\xf4\x90\x80\x80"]
+ADMIN_NAMES = ["version", "command", "producer", "status", "ls", "rotate", "ok", "error",
+               "code", "name", "message", "shards", "sealed", "failed", "retired", "busy"]
+
+
+def json_dict():
+    lines = ["# libFuzzer dictionary for fuzz-json, written by make-seeds.py."]
+    for w in JSON_TOKENS + ['"%s"' % n for n in ADMIN_NAMES]:
+        esc = "".join(c if c.isprintable() and c not in '"\\' and ord(c) < 0x80
+                      else "\\x%02x" % ord(c) for c in w)
+        lines.append('"%s"' % esc)
+    return "\n".join(lines) + "\n"
+
+
 def write(target, seeds):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -336,8 +492,11 @@ def main():
     write("wire", wire_seeds())
     write("shard-reader", shard_seeds())
     write("config", config_seeds())
+    write("json", json_seeds())
     with open(os.path.join(HERE, "fuzz-config.dict"), "w") as f:
         f.write(config_dict())
+    with open(os.path.join(HERE, "fuzz-json.dict"), "w") as f:
+        f.write(json_dict())
 
 
 if __name__ == "__main__":
