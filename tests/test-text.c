@@ -115,6 +115,13 @@ static void test_rfc3339(void **state)
     char buf[40];
     (void)state;
 
+    assert_int_equal(rfc3339_format(T_1000 + 1234, 9, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "2026-12-01T10:00:00.000001234Z");
+    assert_int_equal(rfc3339_format(T_1000 + 123456789, 6, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "2026-12-01T10:00:00.123456Z");
+    assert_int_equal(rfc3339_format(T_1000, 0, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "2026-12-01T10:00:00Z");
+    assert_int_equal(rfc3339_format(T_1000, 9, buf, 10), -EOVERFLOW);
     assert_int_equal(rfc3339_format(0, 0, buf, sizeof(buf)), 0);
     assert_string_equal(buf, "1970-01-01T00:00:00Z");
     assert_int_equal(rfc3339_format(0, 3, buf, sizeof(buf)), 0);
