@@ -23,12 +23,11 @@
  * Limits: at most ADMIN_MAX_CLIENTS connections, requests of at most
  * ADMIN_LINE_MAX bytes, and ADMIN_REQUEST_TIMEOUT_MS for a request to
  * arrive; a rotate has no time limit of its own (the client has one). Like
- * the listener, the socket is accepted with uv_poll and accept4 so that
+ * the producer socket, it is bound and accepted by unixsock.c, so that
  * running out of descriptors pauses accepting instead of dropping peers. */
 #include "admin.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,18 +35,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "daemon.h"
 #include "fileutil.h"
 #include "json.h"
-#include "listener.h"
 #include "log.h"
 #include "session.h"
 #include "shard.h"
 #include "stats.h"
+#include "unixsock.h"
 #include "wire.h"
 
 #define ADMIN_LINE_MAX 4096u
@@ -99,17 +96,14 @@ struct client {
 
 struct admin {
     struct daemon *d;
-    int fd;
-    uv_poll_t poll;
-    uv_timer_t pause;
-    unsigned handles_open;
-    char *path; /* the file we bound, removed at stop */
+    struct unixsock sock;
     uid_t self_uid;
     struct list_node clients;
     size_t n_clients;
     struct client *collecting; /* the rotate request being set up */
     bool stopping;
     uint64_t emfile_logged_ns;
+    bool sock_closed; /* unixsock_close has called back */
     void (*stop_cb)(void *);
     void *stop_data;
 };
@@ -123,7 +117,6 @@ struct status_job {
 static void client_close(struct client *c);
 static void client_process(struct client *c);
 static void client_start_reading(struct client *c);
-static void on_readable(uv_poll_t *h, int status, int events);
 
 static const char *errno_name(int e)
 {
@@ -171,13 +164,10 @@ static char *error_reply(int code, const char *message)
 
 static void admin_maybe_done(struct admin *a)
 {
-    if (!a->stopping || a->handles_open > 0 || a->n_clients > 0)
+    if (!a->stopping || !a->sock_closed || a->n_clients > 0)
         return;
-    if (a->fd >= 0)
-        (void)close(a->fd); /* the listening socket; nothing pending on it matters now */
     if (a->stop_cb)
         a->stop_cb(a->stop_data);
-    free(a->path);
     free(a);
 }
 
@@ -753,7 +743,8 @@ static void accept_one(struct admin *a, int fd)
         log_msg_ratelimited(&budget, a->d->loop, LOG_LEVEL_WARNING,
                             "admin socket %s: refused pid %d, uid %u (only root and uid %u may "
                             "use it)",
-                            a->path, (int)cred.pid, (unsigned)cred.uid, (unsigned)a->self_uid);
+                            admin_path(a), (int)cred.pid, (unsigned)cred.uid,
+                            (unsigned)a->self_uid);
         refuse(fd, EACCES, msg);
         return;
     }
@@ -788,100 +779,82 @@ static void accept_one(struct admin *a, int fd)
 
 /* ---- the listening socket ---- */
 
-static void on_pause_over(uv_timer_t *t)
+static void on_accepted(struct unixsock *u, int fd)
 {
-    struct admin *a = t->data;
-
-    if (!a->stopping)
-        (void)uv_poll_start(&a->poll, UV_READABLE, on_readable);
+    accept_one(u->data, fd);
 }
 
-static void on_readable(uv_poll_t *h, int status, int events)
+static void on_trouble(struct unixsock *u, enum unixsock_trouble what, int err)
 {
-    struct admin *a = h->data;
+    struct admin *a = u->data;
+    uint64_t now;
 
-    (void)events;
-    if (status < 0) {
-        log_error("admin socket %s: watching it failed: %s", a->path, uv_strerror(status));
-        return;
-    }
-    while (!a->stopping) {
-        int fd = accept4(a->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                uint64_t now = now_monotonic_ns();
-
-                if (!a->emfile_logged_ns || now - a->emfile_logged_ns >= REFUSED_LOG_PERIOD_NS) {
-                    log_warning("admin socket %s: cannot accept: %s; pausing", a->path,
-                                strerror(errno));
-                    a->emfile_logged_ns = now;
-                }
-                (void)uv_poll_stop(&a->poll);
-                (void)uv_timer_start(&a->pause, on_pause_over, ADMIN_EMFILE_PAUSE_MS, 0);
-            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                log_error("admin socket %s: accept failed: %s", a->path, strerror(errno));
-            }
-            return;
+    switch (what) {
+    case UNIXSOCK_TROUBLE_WATCH:
+        log_error("admin socket %s: watching it failed: %s", admin_path(a), uv_strerror(err));
+        break;
+    case UNIXSOCK_TROUBLE_PAUSED:
+        now = now_monotonic_ns();
+        if (!a->emfile_logged_ns || now - a->emfile_logged_ns >= REFUSED_LOG_PERIOD_NS) {
+            log_warning("admin socket %s: cannot accept: %s; pausing", admin_path(a),
+                        strerror(err));
+            a->emfile_logged_ns = now;
         }
-        accept_one(a, fd);
+        break;
+    case UNIXSOCK_TROUBLE_ACCEPT:
+        log_error("admin socket %s: accept failed: %s", admin_path(a), strerror(err));
+        break;
     }
 }
 
+static const struct unixsock_ops admin_sock_ops = {
+    .accepted = on_accepted,
+    .trouble = on_trouble,
+};
+
+/* Binds the socket, never looser than 0600, not even between bind and
+ * chmod. */
 static int bind_admin(struct admin *a, const char *path, char *why, size_t why_len)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    mode_t old_umask;
-    int r;
+    enum unixsock_step step;
+    int r = unixsock_bind(&a->sock, path, 0600, NULL, ADMIN_BACKLOG, &step);
 
-    if (strlen(path) >= sizeof(sa.sun_path)) {
+    if (r == 0)
+        return 0;
+    switch (step) {
+    case UNIXSOCK_STEP_ADDRESS:
         snprintf(why, why_len, "admin socket %s: too long for a Unix socket address", path);
-        return -ENAMETOOLONG;
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    r = listener_remove_stale_socket(path);
-    if (r == -EADDRINUSE) {
-        snprintf(why, why_len, "admin socket %s: another daemon is already listening there",
-                 path);
-        return r;
-    }
-    if (r == -EEXIST) {
-        snprintf(why, why_len, "admin socket %s: exists and is not a socket", path);
-        return r;
-    }
-    if (r < 0) {
-        snprintf(why, why_len, "admin socket %s: %s", path, strerror(-r));
-        return r;
-    }
-    a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (a->fd < 0) {
-        r = -errno;
+        break;
+    case UNIXSOCK_STEP_STALE:
+        if (r == -EADDRINUSE)
+            snprintf(why, why_len, "admin socket %s: another daemon is already listening there",
+                     path);
+        else if (r == -EEXIST)
+            snprintf(why, why_len, "admin socket %s: exists and is not a socket", path);
+        else
+            snprintf(why, why_len, "admin socket %s: %s", path, strerror(-r));
+        break;
+    case UNIXSOCK_STEP_SOCKET:
         snprintf(why, why_len, "admin socket %s: cannot create a socket: %s", path,
-                 strerror(errno));
-        return r;
-    }
-    /* Never looser than 0600, not even between bind and chmod. */
-    old_umask = umask(0177);
-    r = bind(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-    umask(old_umask);
-    if (r < 0) {
+                 strerror(-r));
+        break;
+    case UNIXSOCK_STEP_BIND:
         snprintf(why, why_len, "admin socket %s: cannot bind: %s", path, strerror(-r));
-        return r;
-    }
-    a->path = strdup(path);
-    if (!a->path) {
-        (void)unlink(path); /* ours, and useless without a name to remove it by */
+        break;
+    case UNIXSOCK_STEP_MEMORY:
         snprintf(why, why_len, "out of memory");
-        return -ENOMEM;
+        break;
+    case UNIXSOCK_STEP_WATCH:
+        snprintf(why, why_len, "admin socket %s: cannot watch it: %s", path, uv_strerror(r));
+        break;
+    case UNIXSOCK_STEP_GROUP_NAME:
+    case UNIXSOCK_STEP_GROUP:
+    case UNIXSOCK_STEP_MODE:
+    case UNIXSOCK_STEP_LISTEN:
+        snprintf(why, why_len, "admin socket %s: %s", path, strerror(-r));
+        break;
     }
-    if (chmod(path, 0600) < 0 || listen(a->fd, ADMIN_BACKLOG) < 0) {
-        r = -errno;
-        snprintf(why, why_len, "admin socket %s: %s", path, strerror(errno));
-        return r;
-    }
-    return 0;
+    return r;
 }
 
 int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
@@ -894,30 +867,14 @@ int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
         return -ENOMEM;
     }
     a->d = d;
-    a->fd = -1;
     a->self_uid = geteuid();
     list_init(&a->clients);
+    unixsock_init(&a->sock, d->loop, &admin_sock_ops, ADMIN_EMFILE_PAUSE_MS, a);
     r = bind_admin(a, d->config.admin_socket, why, why_len);
-    if (r == 0) {
-        r = uv_poll_init(d->loop, &a->poll, a->fd);
-        if (r < 0)
-            snprintf(why, why_len, "admin socket %s: cannot watch it: %s", a->path,
-                     uv_strerror(r));
-    }
     if (r < 0) {
-        if (a->path)
-            (void)unlink(a->path); /* ours, and useless now */
-        if (a->fd >= 0)
-            (void)close(a->fd);
-        free(a->path);
         free(a);
         return r;
     }
-    a->poll.data = a;
-    (void)uv_timer_init(d->loop, &a->pause);
-    a->pause.data = a;
-    a->handles_open = 2;
-    (void)uv_poll_start(&a->poll, UV_READABLE, on_readable);
     d->shard_sealed_hook = on_shard_sealed;
     *ret = a;
     return 0;
@@ -925,14 +882,14 @@ int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
 
 const char *admin_path(const struct admin *a)
 {
-    return a->path;
+    return unixsock_bound_path(&a->sock);
 }
 
-static void on_admin_handle_closed(uv_handle_t *h)
+static void on_socket_closed(struct unixsock *u)
 {
-    struct admin *a = h->data;
+    struct admin *a = u->data;
 
-    a->handles_open--;
+    a->sock_closed = true;
     admin_maybe_done(a);
 }
 
@@ -944,7 +901,6 @@ void admin_stop(struct admin *a, void (*cb)(void *data), void *data)
     a->stop_cb = cb;
     a->stop_data = data;
     a->d->shard_sealed_hook = NULL;
-    (void)unlink(a->path); /* gone already is fine */
     list_for_each_safe(n, tmp, &a->clients) {
         struct client *c = list_entry(n, struct client, node);
 
@@ -961,6 +917,5 @@ void admin_stop(struct admin *a, void (*cb)(void *data), void *data)
         }
         client_close(c);
     }
-    uv_close((uv_handle_t *)&a->poll, on_admin_handle_closed);
-    uv_close((uv_handle_t *)&a->pause, on_admin_handle_closed);
+    unixsock_close(&a->sock, on_socket_closed);
 }

@@ -22,9 +22,3 @@ const char *listener_path(const struct listener *l);
 /* Stops accepting and closes the socket; removes the socket file when this
  * daemon created it. cb runs once the handle is closed. */
 void listener_stop(struct listener *l, void (*cb)(void *data), void *data);
-
-/* Removes the socket file at path when nobody answers on it (a dead daemon
- * left it). Returns 0 (also when there is no file), -EADDRINUSE when someone
- * is listening there, -EEXIST when it is not a socket, or another negative
- * errno. The admin socket uses it too. */
-int listener_remove_stale_socket(const char *path);
