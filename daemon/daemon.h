@@ -107,7 +107,7 @@ struct daemon {
     struct list_node paused_sessions; /* sessions not reading: over a budget */
     uint64_t memory_bytes;         /* receive and batch buffers, all sessions */
     uint64_t open_shards;
-    unsigned char *rx_scratch;     /* where reads land; see session.c */
+    unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;
     struct list_node shards;       /* every shard not yet sealed */
     struct list_node dirty_shards; /* shards with records waiting to be written */
