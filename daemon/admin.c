@@ -11,14 +11,9 @@
  *
  * The protocol is one JSON object per line each way (docs/PROTOCOL.md):
  * a request, then its reply; a connection may ask again after the reply.
- * Requests are answered in order, one at a time per connection.
- *  - status: the figures of stats.c. The spool's usage is read on libuv's
- *    thread pool, so a large done/ never stalls the loop.
- *  - ls: the shards not yet sealed, from memory.
- *  - rotate: retires the current shard of matching sessions
- *    (session_rotate) and answers once every matching shard that is being
- *    sealed has reached done/ (or failed), as shard.c reports through
- *    d->shard_sealed_hook: the reply waits for the event, never polls.
+ * Requests are answered in order, one at a time per connection. This file
+ * reads and checks them and dispatches each command to admin-commands.c,
+ * which answers it.
  *
  * Limits: at most ADMIN_MAX_CLIENTS connections, requests of at most
  * ADMIN_LINE_MAX bytes, and ADMIN_REQUEST_TIMEOUT_MS for a request to
@@ -37,84 +32,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "admin-internal.h"
 #include "daemon.h"
 #include "fileutil.h"
 #include "json.h"
 #include "log.h"
-#include "session.h"
-#include "shard.h"
-#include "stats.h"
-#include "unixsock.h"
-#include "wire.h"
 
-#define ADMIN_LINE_MAX 4096u
-#define ADMIN_MAX_CLIENTS 64u
 #define ADMIN_REQUEST_TIMEOUT_MS 10000u
 #define ADMIN_BACKLOG 16
 #define ADMIN_EMFILE_PAUSE_MS 100u
 #define REFUSED_LOG_PERIOD_NS 10000000000ull
 
-struct rotate_result {
-    char producer[WIRE_PRODUCER_NAME_MAX + 1];
-    uint64_t id;
-    char *file; /* done/<name>, or where it was left */
-    uint64_t records, bytes;
-    int err;
-    bool quarantined;
-};
-
-struct client {
-    struct admin *a;
-    struct list_node node;
-    uv_pipe_t pipe;
-    uv_timer_t timer;
-    unsigned handles_open;
-    bool closing;
-    struct ucred cred;
-
-    char rx[ADMIN_LINE_MAX];
-    size_t rx_len;
-    bool reading;
-    bool peer_done;    /* end of input: answer what is here, then close */
-    bool busy;         /* a request is being answered */
-    bool work_pending; /* a status job is on the thread pool */
-
-    /* rotate */
-    bool rotating;
-    char *rotate_producer; /* NULL: every producer */
-    uint64_t *wait_ids;
-    size_t n_wait, cap_wait;
-    struct rotate_result *results;
-    size_t n_results, cap_results;
-    size_t rotate_retired, rotate_busy;
-
-    uv_write_t wreq;
-    char *out;
-    bool writing;
-    bool close_after_write;
-};
-
-struct admin {
-    struct daemon *d;
-    struct unixsock sock;
-    uid_t self_uid;
-    struct list_node clients;
-    size_t n_clients;
-    struct client *collecting; /* the rotate request being set up */
-    bool stopping;
-    uint64_t emfile_logged_ns;
-    bool sock_closed; /* unixsock_close has called back */
-    void (*stop_cb)(void *);
-    void *stop_data;
-};
-
-struct status_job {
-    uv_work_t w;
-    struct client *c;
-    struct stats_figures fig;
-};
-
-static void client_close(struct client *c);
 static void client_process(struct client *c);
 static void client_start_reading(struct client *c);
 
@@ -171,27 +99,13 @@ static void admin_maybe_done(struct admin *a)
     free(a);
 }
 
-static void rotate_reset(struct client *c)
-{
-    for (size_t i = 0; i < c->n_results; i++)
-        free(c->results[i].file);
-    free(c->results);
-    free(c->wait_ids);
-    free(c->rotate_producer);
-    c->results = NULL;
-    c->wait_ids = NULL;
-    c->rotate_producer = NULL;
-    c->n_results = c->cap_results = c->n_wait = c->cap_wait = 0;
-    c->rotating = false;
-}
-
-static void client_maybe_free(struct client *c)
+void admin_client_maybe_free(struct client *c)
 {
     struct admin *a = c->a;
 
     if (c->handles_open > 0 || c->work_pending || c->writing)
         return;
-    rotate_reset(c);
+    admin_rotate_reset(c);
     free(c->out);
     list_del(&c->node);
     a->n_clients--;
@@ -204,10 +118,10 @@ static void on_client_closed(uv_handle_t *h)
     struct client *c = h->data;
 
     c->handles_open--;
-    client_maybe_free(c);
+    admin_client_maybe_free(c);
 }
 
-static void client_close(struct client *c)
+void admin_client_close(struct client *c)
 {
     if (c->closing)
         return;
@@ -223,7 +137,7 @@ static void client_close(struct client *c)
 
 static void on_request_timeout(uv_timer_t *t)
 {
-    client_close(t->data);
+    admin_client_close(t->data);
 }
 
 static void on_reply_written(uv_write_t *req, int status)
@@ -234,11 +148,11 @@ static void on_reply_written(uv_write_t *req, int status)
     free(c->out);
     c->out = NULL;
     if (c->closing) {
-        client_maybe_free(c);
+        admin_client_maybe_free(c);
         return;
     }
     if (status < 0 || c->close_after_write) {
-        client_close(c);
+        admin_client_close(c);
         return;
     }
     c->busy = false;
@@ -253,7 +167,7 @@ static void send_reply(struct client *c, char *text)
     int r;
 
     if (!text) {
-        client_close(c); /* out of memory: the peer sees the connection end */
+        admin_client_close(c); /* out of memory: the peer sees the connection end */
         return;
     }
     if (c->closing) {
@@ -267,16 +181,13 @@ static void send_reply(struct client *c, char *text)
     if (r < 0) {
         free(c->out);
         c->out = NULL;
-        client_close(c);
+        admin_client_close(c);
         return;
     }
     c->writing = true;
 }
 
-static void send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
+void admin_send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -289,7 +200,7 @@ static void send_error(struct client *c, int code, bool then_close, const char *
 }
 
 /* The start of every successful reply. */
-static void reply_begin(struct json_out *o, const char *command)
+void admin_reply_begin(struct json_out *o, const char *command)
 {
     json_out_init(o);
     json_obj_begin(o);
@@ -298,7 +209,7 @@ static void reply_begin(struct json_out *o, const char *command)
     json_member_str(o, "command", command);
 }
 
-static void reply_end(struct client *c, struct json_out *o)
+void admin_reply_end(struct client *c, struct json_out *o)
 {
     char *text = NULL;
     size_t len;
@@ -308,279 +219,6 @@ static void reply_end(struct client *c, struct json_out *o)
     if (json_out_finish(o, &text, &len) < 0)
         text = NULL;
     send_reply(c, text);
-}
-
-static void json_time_or_null(struct json_out *o, uint64_t ns)
-{
-    char buf[64];
-
-    if (ns == 0 || rfc3339_format(ns, 9, buf, sizeof(buf)) < 0)
-        json_null(o);
-    else
-        json_cstr(o, buf);
-}
-
-static void json_shard_id(struct json_out *o, uint64_t id)
-{
-    char hex[17];
-
-    snprintf(hex, sizeof(hex), "%016" PRIx64, id);
-    json_cstr(o, hex);
-}
-
-/* ---- status ---- */
-
-static void status_work(uv_work_t *w)
-{
-    struct status_job *job = w->data;
-
-    (void)stats_measure_spool(&job->fig); /* a failure is part of the reply */
-}
-
-static void status_done(uv_work_t *w, int status)
-{
-    struct status_job *job = w->data;
-    struct client *c = job->c;
-    struct json_out o;
-
-    (void)status;
-    c->work_pending = false;
-    if (c->closing) {
-        stats_figures_free(&job->fig);
-        free(job);
-        client_maybe_free(c);
-        return;
-    }
-    reply_begin(&o, "status");
-    json_key(&o, "status");
-    stats_write_json(&o, &job->fig);
-    stats_figures_free(&job->fig);
-    free(job);
-    reply_end(c, &o);
-}
-
-static void start_status(struct client *c)
-{
-    struct status_job *job = calloc(1, sizeof(*job));
-    int r;
-
-    if (!job || stats_collect(c->a->d, &job->fig) < 0) {
-        free(job);
-        send_error(c, ENOMEM, true, "out of memory");
-        return;
-    }
-    job->c = c;
-    job->w.data = job;
-    r = uv_queue_work(c->a->d->loop, &job->w, status_work, status_done);
-    if (r < 0) {
-        stats_figures_free(&job->fig);
-        free(job);
-        send_error(c, EIO, true, "cannot queue the status work: %s", uv_strerror(r));
-        return;
-    }
-    c->work_pending = true;
-}
-
-/* ---- ls ---- */
-
-static void reply_ls(struct client *c, const char *producer)
-{
-    struct daemon *d = c->a->d;
-    struct json_out o;
-
-    reply_begin(&o, "ls");
-    json_member_str(&o, "spool", d->config.spool);
-    json_key(&o, "shards");
-    json_arr_begin(&o);
-    for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
-        const struct shard *s = list_entry(p, struct shard, node);
-        char file[512];
-
-        if (producer && strcmp(producer, s->producer) != 0)
-            continue;
-        snprintf(file, sizeof(file), "active/%s", s->tmp_name);
-        json_obj_begin(&o);
-        json_member_str(&o, "producer", s->producer);
-        json_key(&o, "shard");
-        json_shard_id(&o, s->id);
-        json_member_str(&o, "state", s->seal_requested ? "sealing" : "active");
-        json_member_str(&o, "file", file);
-        json_member_u64(&o, "size", s->size_written);
-        json_member_u64(&o, "records", s->records_written);
-        json_member_u64(&o, "records_received", s->records_queued);
-        json_member_u64(&o, "records_acknowledged", shard_records_acked(s));
-        json_key(&o, "created");
-        json_time_or_null(&o, s->created_ns);
-        json_key(&o, "first");
-        json_time_or_null(&o, s->records_queued ? s->first_record_ns : 0);
-        json_key(&o, "last");
-        json_time_or_null(&o, s->records_queued ? s->last_record_ns : 0);
-        json_member_u64(&o, "uid", s->uid);
-        json_member_u64(&o, "gid", s->gid);
-        json_member_u64(&o, "pid", s->pid);
-        json_obj_end(&o);
-    }
-    json_arr_end(&o);
-    reply_end(c, &o);
-}
-
-/* ---- rotate ---- */
-
-static void reply_rotate(struct client *c)
-{
-    struct json_out o;
-
-    c->rotating = false;
-    reply_begin(&o, "rotate");
-    json_member_str(&o, "producer", c->rotate_producer);
-    json_member_u64(&o, "retired", c->rotate_retired);
-    json_member_u64(&o, "busy", c->rotate_busy);
-    for (int failed = 0; failed < 2; failed++) {
-        json_key(&o, failed ? "failed" : "sealed");
-        json_arr_begin(&o);
-        for (size_t i = 0; i < c->n_results; i++) {
-            const struct rotate_result *r = &c->results[i];
-
-            if ((r->err != 0 || r->quarantined) != (failed != 0))
-                continue;
-            json_obj_begin(&o);
-            json_member_str(&o, "producer", r->producer);
-            json_key(&o, "shard");
-            json_shard_id(&o, r->id);
-            json_member_str(&o, "file", r->file);
-            json_member_u64(&o, "records", r->records);
-            json_member_u64(&o, "bytes", r->bytes);
-            if (failed) {
-                json_member_bool(&o, "quarantined", r->quarantined);
-                json_key(&o, "error");
-                json_cstr(&o, r->err ? strerror(-r->err)
-                                     : "an fdatasync failed; moved to quarantine/");
-            }
-            json_obj_end(&o);
-        }
-        json_arr_end(&o);
-    }
-    rotate_reset(c);
-    reply_end(c, &o);
-}
-
-static int add_result(struct client *c, const struct shard *s, int err)
-{
-    struct rotate_result *r;
-
-    if (c->n_results == c->cap_results) {
-        size_t cap = c->cap_results ? c->cap_results * 2 : 8;
-        struct rotate_result *n = reallocarray(c->results, cap, sizeof(*n));
-        if (!n)
-            return -ENOMEM;
-        c->results = n;
-        c->cap_results = cap;
-    }
-    r = &c->results[c->n_results];
-    memset(r, 0, sizeof(*r));
-    memcpy(r->producer, s->producer, sizeof(r->producer));
-    r->id = s->id;
-    r->err = err;
-    r->quarantined = err == 0 && s->quarantined;
-    r->records = s->sync_error ? s->records_synced : s->records_written;
-    r->bytes = s->sync_error ? s->size_synced : s->size_written;
-    if (asprintf(&r->file, "%s/%s", err ? "active" : s->quarantined ? "quarantine" : "done",
-                 err || s->quarantined ? s->tmp_name : s->done_name) < 0)
-        return -ENOMEM;
-    c->n_results++;
-    return 0;
-}
-
-static bool matches(const struct client *c, const struct shard *s)
-{
-    return !c->rotate_producer || strcmp(c->rotate_producer, s->producer) == 0;
-}
-
-/* d->shard_sealed_hook: a shard's seal ended; complete the rotate requests
- * that waited for it. */
-static void on_shard_sealed(struct daemon *d, const struct shard *s, int err)
-{
-    struct admin *a = d->admin;
-    struct list_node *n, *tmp;
-
-    if (!a)
-        return;
-    /* Sealed before the request could even list it (a seal that failed at
-     * once): it belongs to the request being set up. */
-    if (a->collecting && matches(a->collecting, s)) {
-        if (add_result(a->collecting, s, err) < 0)
-            a->collecting->close_after_write = true;
-        return;
-    }
-    list_for_each_safe(n, tmp, &a->clients) {
-        struct client *c = list_entry(n, struct client, node);
-
-        if (!c->rotating)
-            continue;
-        for (size_t i = 0; i < c->n_wait; i++) {
-            if (c->wait_ids[i] != s->id)
-                continue;
-            c->wait_ids[i] = c->wait_ids[--c->n_wait];
-            if (add_result(c, s, err) < 0) {
-                rotate_reset(c);
-                send_error(c, ENOMEM, true, "out of memory");
-                break;
-            }
-            if (c->n_wait == 0)
-                reply_rotate(c);
-            break;
-        }
-    }
-}
-
-static void start_rotate(struct client *c, const char *producer)
-{
-    struct admin *a = c->a;
-    struct daemon *d = a->d;
-
-    if (producer && wire_check_producer_name(producer, strlen(producer)) < 0) {
-        send_error(c, EINVAL, false, "producer name '%.80s' is not valid: names are %s",
-                   producer, wire_producer_name_rule);
-        return;
-    }
-    if (producer) {
-        c->rotate_producer = strdup(producer);
-        if (!c->rotate_producer) {
-            send_error(c, ENOMEM, true, "out of memory");
-            return;
-        }
-    }
-    a->collecting = c;
-    c->rotate_retired = session_rotate(d, producer, &c->rotate_busy);
-    a->collecting = NULL;
-    if (c->closing)
-        return;
-    /* Wait for every matching shard that is being sealed, including those
-     * retired earlier (full or old) whose seal is still running: once the
-     * reply comes, everything of the producer up to now is in done/. */
-    for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
-        const struct shard *s = list_entry(p, struct shard, node);
-
-        if (!s->seal_requested || !matches(c, s))
-            continue;
-        if (c->n_wait == c->cap_wait) {
-            size_t cap = c->cap_wait ? c->cap_wait * 2 : 8;
-            uint64_t *nw = reallocarray(c->wait_ids, cap, sizeof(*nw));
-            if (!nw) {
-                rotate_reset(c);
-                send_error(c, ENOMEM, true, "out of memory");
-                return;
-            }
-            c->wait_ids = nw;
-            c->cap_wait = cap;
-        }
-        c->wait_ids[c->n_wait++] = s->id;
-    }
-    if (c->n_wait == 0) {
-        reply_rotate(c);
-        return;
-    }
-    c->rotating = true;
 }
 
 /* ---- requests ---- */
@@ -593,17 +231,17 @@ static void handle_request(struct client *c, const char *line, size_t len)
     size_t off = 0;
 
     if (json_parse(line, len, &req, &why, &off) < 0) {
-        send_error(c, EBADMSG, true, "request is not JSON: %s at byte %zu",
+        admin_send_error(c, EBADMSG, true, "request is not JSON: %s at byte %zu",
                    why ? why : "out of memory", off);
         return;
     }
     v = json_get(req, "version");
     if (req->type != JSON_OBJECT || !v || v->type != JSON_NUMBER) {
-        send_error(c, EBADMSG, true, "a request is a JSON object with a \"version\" member");
+        admin_send_error(c, EBADMSG, true, "a request is a JSON object with a \"version\" member");
         goto out;
     }
     if (!v->is_u64 || v->u64 != ADMIN_PROTOCOL_VERSION) {
-        send_error(c, EPROTONOSUPPORT, true,
+        admin_send_error(c, EPROTONOSUPPORT, true,
                    "admin protocol version %g is not supported (this daemon speaks %d)",
                    v->number, ADMIN_PROTOCOL_VERSION);
         goto out;
@@ -611,21 +249,21 @@ static void handle_request(struct client *c, const char *line, size_t len)
     cmd = json_get(req, "command");
     prod = json_get(req, "producer");
     if (!cmd || cmd->type != JSON_STRING) {
-        send_error(c, EINVAL, false, "the request has no \"command\"");
+        admin_send_error(c, EINVAL, false, "the request has no \"command\"");
         goto out;
     }
     if (prod && prod->type != JSON_STRING && prod->type != JSON_NULL) {
-        send_error(c, EINVAL, false, "\"producer\" must be a string or null");
+        admin_send_error(c, EINVAL, false, "\"producer\" must be a string or null");
         goto out;
     }
     if (strcmp(cmd->string, "status") == 0)
-        start_status(c);
+        admin_status(c);
     else if (strcmp(cmd->string, "ls") == 0)
-        reply_ls(c, prod && prod->type == JSON_STRING ? prod->string : NULL);
+        admin_ls(c, prod && prod->type == JSON_STRING ? prod->string : NULL);
     else if (strcmp(cmd->string, "rotate") == 0)
-        start_rotate(c, prod && prod->type == JSON_STRING ? prod->string : NULL);
+        admin_rotate(c, prod && prod->type == JSON_STRING ? prod->string : NULL);
     else
-        send_error(c, EINVAL, false, "unknown command '%.64s' (status, ls, rotate)",
+        admin_send_error(c, EINVAL, false, "unknown command '%.64s' (status, ls, rotate)",
                    cmd->string);
 out:
     json_value_free(req);
@@ -644,9 +282,9 @@ static void client_process(struct client *c)
     if (!nl) {
         if (c->rx_len >= sizeof(c->rx)) {
             c->busy = true;
-            send_error(c, EMSGSIZE, true, "request longer than %u bytes", ADMIN_LINE_MAX);
+            admin_send_error(c, EMSGSIZE, true, "request longer than %u bytes", ADMIN_LINE_MAX);
         } else if (c->peer_done) {
-            client_close(c); /* nothing more will come, nothing is left to answer */
+            admin_client_close(c); /* nothing more will come, nothing is left to answer */
         } else if (!c->reading) {
             client_start_reading(c);
         }
@@ -667,7 +305,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void client_start_reading(struct client *c)
 {
     if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) < 0) {
-        client_close(c);
+        admin_client_close(c);
         return;
     }
     c->reading = true;
@@ -770,7 +408,7 @@ static void accept_one(struct admin *a, int fd)
     a->n_clients++;
     if (uv_pipe_open(&c->pipe, fd) < 0) {
         (void)close(fd); /* never served */
-        client_close(c);
+        admin_client_close(c);
         return;
     }
     (void)uv_timer_start(&c->timer, on_request_timeout, ADMIN_REQUEST_TIMEOUT_MS, 0);
@@ -875,7 +513,7 @@ int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
         free(a);
         return r;
     }
-    d->shard_sealed_hook = on_shard_sealed;
+    d->shard_sealed_hook = admin_on_shard_sealed;
     *ret = a;
     return 0;
 }
@@ -915,7 +553,7 @@ void admin_stop(struct admin *a, void (*cb)(void *data), void *data)
                 free(text);
             }
         }
-        client_close(c);
+        admin_client_close(c);
     }
     unixsock_close(&a->sock, on_socket_closed);
 }
