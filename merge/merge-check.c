@@ -28,7 +28,7 @@
  * source either in done/, where the next merge checks it again, or in
  * quarantine/; with the link(2) fallback, possibly under both names, which
  * the next move recognises by the inode. */
-#include "merge-check.h"
+#include "merge-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -47,20 +47,6 @@
 /* How many suffixed names (".1" to ".999") a move tries when quarantine/
  * already has a file of the source's name. */
 #define QUARANTINE_MAX_SUFFIX 999u
-
-int merge_fail(struct merge_result *res, int err, const char *fmt, ...)
-{
-    va_list ap;
-    char *msg = NULL;
-
-    va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL; /* the caller falls back to strerror(err) */
-    va_end(ap);
-    free(res->error);
-    res->error = msg;
-    return err;
-}
 
 /* Errors that say nothing about the source but stop the whole merge. */
 static bool fatal_error(int err)
@@ -276,23 +262,6 @@ static int open_quarantine(int spool_fd, int *ret_fd)
     return 0;
 }
 
-/* Moves old_name to new_name without ever replacing a file. */
-static int rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name)
-{
-    if (renameat2(old_dir, old_name, new_dir, new_name, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL && errno != ENOSYS)
-        return -errno;
-    /* No RENAME_NOREPLACE here: link(2) never replaces either. A kill
-     * between the two calls leaves two names on one inode, which the next
-     * move recognises. */
-    if (linkat(old_dir, old_name, new_dir, new_name, 0) < 0)
-        return -errno;
-    if (unlinkat(old_dir, old_name, 0) < 0)
-        return -errno;
-    return 0;
-}
-
 /* Moves done/<name> to quarantine/, under its own name or, when another
  * file has that name, with ".1" to ".999" added. Returns 0 with the new
  * name in *ret_qname, or a negative errno (the file stays in done/). */
@@ -313,7 +282,7 @@ static int quarantine_one(int done_fd, int q_fd, const char *name, char **ret_qn
             r = asprintf(&qname, "%s.%u", name, i);
         if (r < 0)
             return -ENOMEM;
-        r = rename_noreplace(done_fd, name, q_fd, qname);
+        r = merge_rename_noreplace(done_fd, name, q_fd, qname);
         if (r == 0) {
             *ret_qname = qname;
             return 0;

@@ -4,8 +4,8 @@
  * that appears under its final name only once it is complete and synced;
  * optionally (--delete) remove the merged sources once the output is
  * durable. An intent file and a lock make a merge killed at any instant and
- * run again leave every record exactly once (see the top of merge.c and
- * docs/MERGE.md).
+ * run again leave every record exactly once (see the top of merge-run.c,
+ * which lists the files of the engine, and docs/MERGE.md).
  *
  * The module never prints; it fills a struct merge_result (figures, what was
  * recovered, and an error message naming the file and the reason) and

@@ -1,0 +1,336 @@
+/* Sources and names: which files of <spool>/done/ a merge takes, in which
+ * order, and the names a merge gives what it writes.
+ *
+ * A source is a regular file of done/ named "<producer>.<16 lowercase hex
+ * digit id>.shard"; everything else there (temp files, dotfiles, foreign
+ * names) is not merge's business. Order of the output: by producer name in
+ * byte order (strcmp), then by shard id ascending. It is deterministic and
+ * keeps each producer's shards in the order the daemon wrote them (ids
+ * increase over time).
+ *
+ * Selection: --producer narrows the list before anything is read; --before
+ * keeps the shards whose every record was received before the given time,
+ * which only the check pass knows, so every candidate of the producer is
+ * checked (and a bad one is still set aside). Whole shards only: a shard
+ * that straddles the time stays for a later merge.
+ *
+ * Names a merge writes: the output (given, or
+ * <spool>/merged/merged-<UTC time>Z.lsm), and the two no-replace renames,
+ * publishing the output and moving a damaged source to quarantine/, which
+ * never replace a file that is already there. */
+#include "merge-internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileutil.h"
+#include "wire.h"
+
+#define SHARD_SUFFIX ".shard"
+#define SHARD_ID_DIGITS 16u
+
+int merge_parse_source_name(const char *name, char *ret_producer, uint64_t *ret_id)
+{
+    size_t len = strlen(name);
+    size_t suffix = strlen(SHARD_SUFFIX);
+    const char *idp;
+    size_t plen;
+    uint64_t id = 0;
+
+    if (len < 1 + 1 + SHARD_ID_DIGITS + suffix)
+        return -EINVAL;
+    if (memcmp(name + len - suffix, SHARD_SUFFIX, suffix) != 0)
+        return -EINVAL;
+    /* The id has no dots, so taking the 16 characters before ".shard" and
+     * requiring a dot before them is the split at the last two dots. */
+    idp = name + len - suffix - SHARD_ID_DIGITS;
+    if (idp[-1] != '.')
+        return -EINVAL;
+    for (size_t i = 0; i < SHARD_ID_DIGITS; i++) {
+        char c = idp[i];
+        unsigned digit;
+
+        if (c >= '0' && c <= '9')
+            digit = (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            digit = (unsigned)(c - 'a') + 10u;
+        else
+            return -EINVAL; /* the daemon writes lowercase only */
+        id = (id << 4) | digit;
+    }
+    plen = (size_t)(idp - 1 - name);
+    /* The rule also refuses a leading '.', which skips dotfiles. */
+    if (wire_check_producer_name(name, plen) < 0)
+        return -EINVAL;
+    memcpy(ret_producer, name, plen);
+    ret_producer[plen] = '\0';
+    *ret_id = id;
+    return 0;
+}
+
+int merge_source_cmp(const void *a, const void *b)
+{
+    const struct merge_source *x = a, *y = b;
+    int c = strcmp(x->producer, y->producer);
+
+    if (c != 0)
+        return c;
+    return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
+}
+
+void merge_source_release(struct merge_source *s)
+{
+    free(s->name);
+    s->name = NULL;
+    free(s->bad_why);
+    s->bad_why = NULL;
+    if (s->fd >= 0)
+        (void)close(s->fd); /* opened read-only */
+    s->fd = -1;
+}
+
+void merge_sources_free(struct merge_source *sources, size_t count)
+{
+    if (!sources)
+        return;
+    for (size_t i = 0; i < count; i++)
+        merge_source_release(&sources[i]);
+    free(sources);
+}
+
+int merge_list_sources(int done_dirfd, struct merge_source **ret_sources, size_t *ret_count)
+{
+    struct merge_source *v = NULL;
+    size_t n = 0, cap = 0;
+    DIR *d;
+    int fd, r = 0;
+
+    /* A fresh open file description, so the caller's fd keeps its offset and
+     * stays open after closedir. */
+    fd = openat(done_dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    d = fdopendir(fd);
+    if (!d) {
+        r = -errno;
+        (void)close(fd); /* nothing was read through it */
+        return r;
+    }
+
+    for (;;) {
+        struct merge_source s;
+        struct dirent *de;
+
+        errno = 0;
+        de = readdir(d);
+        if (!de) {
+            if (errno != 0)
+                r = -errno;
+            break;
+        }
+        memset(&s, 0, sizeof(s));
+        s.fd = -1;
+        if (merge_parse_source_name(de->d_name, s.producer, &s.id) < 0)
+            continue;
+        if (de->d_type != DT_REG) {
+            struct stat st;
+
+            if (de->d_type != DT_UNKNOWN)
+                continue;
+            if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno == ENOENT)
+                    continue; /* gone since readdir; it is not ours to merge */
+                r = -errno;
+                break;
+            }
+            if (!S_ISREG(st.st_mode))
+                continue;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct merge_source *nv = reallocarray(v, ncap, sizeof(*v));
+
+            if (!nv) {
+                r = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        s.name = strdup(de->d_name);
+        if (!s.name) {
+            r = -ENOMEM;
+            break;
+        }
+        v[n++] = s;
+    }
+    (void)closedir(d); /* read-only directory stream: nothing to lose */
+
+    if (r < 0) {
+        merge_sources_free(v, n);
+        return r;
+    }
+    if (n > 1)
+        qsort(v, n, sizeof(*v), merge_source_cmp);
+    *ret_sources = v;
+    *ret_count = n;
+    return 0;
+}
+
+static bool keep_producer(const struct merge_source *s, const struct merge_opts *opts)
+{
+    return strcmp(s->producer, opts->producer) == 0;
+}
+
+static bool keep_before(const struct merge_source *s, const struct merge_opts *opts)
+{
+    return s->newest_ns < opts->before_ns;
+}
+
+/* Narrows res->sources to those keep() selects, in the same order. */
+static void keep_sources(struct merge_result *res,
+                         bool (*keep)(const struct merge_source *, const struct merge_opts *),
+                         const struct merge_opts *opts)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < res->n_sources; i++) {
+        if (keep(&res->sources[i], opts))
+            res->sources[n++] = res->sources[i];
+        else
+            merge_source_release(&res->sources[i]);
+    }
+    res->n_sources = n;
+}
+
+void merge_select_producer(struct merge_result *res, const struct merge_opts *opts)
+{
+    keep_sources(res, keep_producer, opts);
+}
+
+void merge_select_before(struct merge_result *res, const struct merge_opts *opts)
+{
+    keep_sources(res, keep_before, opts);
+}
+
+/* ---- names a merge writes ---- */
+
+int merge_split_output(const char *path, char **ret_dir, char **ret_base)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char *dir, *b;
+
+    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return -EISDIR;
+    if (!slash)
+        dir = strdup(".");
+    else if (slash == path)
+        dir = strdup("/");
+    else
+        dir = strndup(path, (size_t)(slash - path));
+    b = strdup(base);
+    if (!dir || !b) {
+        free(dir);
+        free(b);
+        return -ENOMEM;
+    }
+    *ret_dir = dir;
+    *ret_base = b;
+    return 0;
+}
+
+int merge_publish(int dir_fd, const char *tmp, const char *base, bool *ret_temp_left)
+{
+    *ret_temp_left = false;
+    if (renameat2(dir_fd, tmp, dir_fd, base, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -errno;
+    if (linkat(dir_fd, tmp, dir_fd, base, 0) < 0)
+        return -errno;
+    if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
+        *ret_temp_left = true;
+    return 0;
+}
+
+int merge_default_output_dir(const char *spool, char **ret_path, struct merge_result *res)
+{
+    char *merged = path_join(spool, "merged");
+    int r;
+
+    if (!merged)
+        return merge_fail(res, -ENOMEM, "out of memory");
+    r = mkdir_if_missing(merged, 0750);
+    if (r < 0) {
+        r = merge_fail(res, r, "%s: cannot create: %s", merged, strerror(-r));
+        free(merged);
+        return r;
+    }
+    /* The new directory entry must be durable before a file in it is. */
+    r = fsync_dir_path(spool);
+    if (r < 0) {
+        free(merged);
+        return merge_fail(res, r, "%s: fsync: %s", spool, strerror(-r));
+    }
+    *ret_path = merged;
+    return 0;
+}
+
+int merge_default_output_name(int dir_fd, const char *dir, char **ret_base,
+                              struct merge_result *res)
+{
+    struct timespec ts;
+    struct tm tm;
+    char date[32];
+
+    (void)clock_gettime(CLOCK_REALTIME, &ts); /* cannot fail for this clock */
+    if (!gmtime_r(&ts.tv_sec, &tm) || strftime(date, sizeof(date), "%Y%m%dT%H%M%S", &tm) == 0)
+        return merge_fail(res, -EOVERFLOW, "cannot format the current time");
+    for (unsigned n = 0; n < 1000; n++) {
+        struct stat st;
+        char *base;
+        int k;
+
+        if (n == 0)
+            k = asprintf(&base, "merged-%s.%09ldZ.lsm", date, (long)ts.tv_nsec);
+        else
+            k = asprintf(&base, "merged-%s.%09ldZ-%u.lsm", date, (long)ts.tv_nsec, n);
+        if (k < 0)
+            return merge_fail(res, -ENOMEM, "out of memory");
+        if (fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT) {
+                *ret_base = base;
+                return 0;
+            }
+            k = -errno;
+            free(base);
+            return merge_fail(res, k, "%s: %s", dir, strerror(-k));
+        }
+        free(base);
+    }
+    return merge_fail(res, -EEXIST, "%s: no free output name for the time %s", dir, date);
+}
+
+int merge_rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name)
+{
+    if (renameat2(old_dir, old_name, new_dir, new_name, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -errno;
+    /* No RENAME_NOREPLACE here: link(2) never replaces either. A kill
+     * between the two calls leaves two names on one inode, which the next
+     * move recognises. */
+    if (linkat(old_dir, old_name, new_dir, new_name, 0) < 0)
+        return -errno;
+    if (unlinkat(old_dir, old_name, 0) < 0)
+        return -errno;
+    return 0;
+}
