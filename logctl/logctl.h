@@ -1,5 +1,5 @@
 /* The seam between logctl's main() (logctl.c) and its subcommands, one file
- * each (merge's command line sits in logctl.c, its work in merge.c), so a
+ * each (cmd-merge.c is merge's command line, its work is in merge/), so a
  * subcommand can be added without touching the others.
  *
  * Unlike the rest of the project, these entry points return a process exit

@@ -9,7 +9,7 @@
  *
  * The module never prints; it fills a struct merge_result (figures, what was
  * recovered, and an error message naming the file and the reason) and
- * logctl.c reports it. Functions return 0 or a negative errno. */
+ * logctl/cmd-merge.c reports it. Functions return 0 or a negative errno. */
 #pragma once
 
 #include <stdbool.h>
