@@ -7,7 +7,12 @@
  * The work is both passes, checking (every candidate read) and copying:
  * the bar and the ETA count the bytes of both. LOGCTL_PROGRESS_AFTER_MS
  * (milliseconds, default 1000) moves the one-second threshold; tests set it
- * to 0 to see the line at once. */
+ * to 0 to see the line at once.
+ *
+ * The merge engine calls back on the thread that runs the merge, also while
+ * its passes run on two threads (merge/merge-passes.c), so nothing here
+ * needs locking, and the merge runs the same way with or without a
+ * terminal to draw on. */
 #include "progress.h"
 
 #include <inttypes.h>

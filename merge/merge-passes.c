@@ -12,11 +12,13 @@
  * pass in order gives: every source before the first that stops the merge
  * is done, and the error is that source's.
  *
- * Progress: each source finished adds to two counters, which the calling
- * thread reads to call merge_opts.progress. For now a pass with a
- * progress callback runs on one thread, as does a copy pass with a test's
- * before_copy hook or onto a filesystem that shares extents (see
- * may_share_extents). */
+ * Progress: both threads add each source they finish to two counters; the
+ * calling thread alone reads them, between its own sources and once at the
+ * end of a pass, and calls merge_opts.progress. So the callback never runs
+ * on the second thread and needs no locking, and a merge takes the same
+ * path with or without a progress display. The copy pass stays on one
+ * thread only when a test's before_copy hook must see sources one by one,
+ * or when the output's filesystem shares extents (see may_share_extents). */
 #include "merge-internal.h"
 
 #include <errno.h>
@@ -385,8 +387,7 @@ int merge_check_pass(int spool_fd, int done_fd, const char *done_path,
     int r;
 
     reserve_fds(spool_fd, res->n_sources < keep_open ? res->n_sources : keep_open);
-    /* The progress report follows sources one by one. */
-    if (!meter->opts->progress && res->n_sources >= CHECK_PARALLEL_MIN) {
+    if (res->n_sources >= CHECK_PARALLEL_MIN) {
         r = check_in_parallel(done_fd, done_path, res, keep_open, meter);
         if (r < 0)
             return r;
@@ -412,8 +413,8 @@ int merge_copy_pass(int done_fd, const char *done_path, int out_fd, const char *
     bool copied = false;
     int r;
 
-    /* The hooks and the progress report follow sources one by one. */
-    if (!opts->progress && !opts->before_copy && res->n_sources >= CHECK_PARALLEL_MIN &&
+    /* The test hook follows sources one by one. */
+    if (!opts->before_copy && res->n_sources >= CHECK_PARALLEL_MIN &&
         !may_share_extents(out_fd)) {
         r = copy_in_parallel(done_fd, done_path, out_fd, tmp_path, opts->delete_sources,
                              fallback, meter, res);

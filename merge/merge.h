@@ -119,8 +119,12 @@ struct merge_opts {
     int (*before_copy)(const struct merge_source *src, void *userdata);
     /* Optional: called at each enum merge_step. Tests only. */
     void (*at_step)(enum merge_step step, void *userdata);
-    /* Optional: called after each shard is checked and after each is
-     * copied (and once at the start of each pass). */
+    /* Optional: called once at the start of each pass, as shards are
+     * checked and copied, and with each pass's final figures. Always on
+     * the thread that called merge_run, also while a pass runs on two
+     * threads (the second one only adds to counters this one reads), so it
+     * needs no locking; it may then see several shards done at once.
+     * Setting it never changes how the merge runs. */
     void (*progress)(const struct merge_progress *p, void *userdata);
     void *userdata;
 };

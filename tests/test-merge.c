@@ -20,11 +20,14 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <linux/magic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2005,6 +2008,102 @@ static void test_merge_many_sources_copy(void **state)
     fixture_free(&f);
 }
 
+/* The threads of this process now, from /proc/self/status. */
+static unsigned thread_count(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    unsigned n = 0;
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Threads: %u", &n) == 1)
+            break;
+    fclose(f);
+    assert_true(n >= 1);
+    return n;
+}
+
+struct progress_log {
+    pthread_t caller;
+    enum merge_phase phase;
+    size_t calls[3];
+    unsigned max_threads[3];
+    struct merge_progress last[3];
+};
+
+static void log_progress(const struct merge_progress *p, void *userdata)
+{
+    struct progress_log *log = userdata;
+    const struct merge_progress *prev = &log->last[p->phase];
+    unsigned threads = thread_count();
+
+    /* Always on the thread that called merge_run. */
+    assert_true(pthread_equal(pthread_self(), log->caller));
+    assert_true(p->phase == MERGE_PHASE_CHECK || p->phase == MERGE_PHASE_COPY);
+    assert_true(p->phase >= log->phase);
+    if (log->calls[p->phase] > 0) {
+        /* Within a pass the figures only grow. */
+        assert_true(p->shards_done >= prev->shards_done);
+        assert_true(p->bytes_done >= prev->bytes_done);
+        assert_true(p->shards_total == prev->shards_total);
+    }
+    assert_true(p->shards_done <= p->shards_total);
+    assert_true(p->bytes_done <= p->bytes_total);
+    log->phase = p->phase;
+    log->calls[p->phase]++;
+    log->last[p->phase] = *p;
+    if (threads > log->max_threads[p->phase])
+        log->max_threads[p->phase] = threads;
+}
+
+/* A progress callback does not change how a merge runs: with hundreds of
+ * sources both passes still run on two threads (on filesystems where the
+ * copy does), the callback is called on the calling thread only, and each
+ * pass ends with its final figures. */
+static void test_merge_progress_two_threads(void **state)
+{
+    enum { N = 600 };
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_result res;
+    struct progress_log log = { .caller = pthread_self() };
+    struct statfs sfs;
+    char *out;
+    (void)state;
+
+    fixture_init(&f);
+    for (size_t i = 0; i < N; i++) {
+        struct shard_spec spec = { "many", i + 1, (unsigned)(i % 7) };
+
+        write_sealed(&f, &spec, NULL);
+    }
+    out = join(f.out, "merged.lsm");
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.progress = log_progress;
+    opts.userdata = &log;
+    assert_int_equal(merge_run(&opts, &res), 0);
+    assert_int_equal(res.shards, N);
+    for (int phase = MERGE_PHASE_CHECK; phase <= MERGE_PHASE_COPY; phase++) {
+        /* The start of the pass, some of the way, and its end. */
+        assert_true(log.calls[phase] >= 3);
+        assert_int_equal(log.last[phase].shards_done, N);
+        assert_int_equal(log.last[phase].shards_total, N);
+        assert_true(log.last[phase].bytes_done == res.bytes);
+        assert_true(log.last[phase].bytes_total == res.bytes);
+    }
+    assert_true(log.max_threads[MERGE_PHASE_CHECK] >= 2);
+    /* The copy stays on one thread where copy_file_range shares extents;
+     * on these filesystems it copies bytes and runs on two. */
+    assert_int_equal(statfs(f.out, &sfs), 0);
+    if (sfs.f_type == EXT4_SUPER_MAGIC || sfs.f_type == TMPFS_MAGIC)
+        assert_true(log.max_threads[MERGE_PHASE_COPY] >= 2);
+    merge_result_free(&res);
+    free(out);
+    fixture_free(&f);
+}
+
 struct shrink_plan {
     const struct fixture *f;
     size_t victims[2];
@@ -2098,6 +2197,7 @@ int main(void)
         cmocka_unit_test(test_merge_many_sources_bad),
         cmocka_unit_test(test_merge_many_sources_copy),
         cmocka_unit_test(test_merge_many_sources_copy_first_bad),
+        cmocka_unit_test(test_merge_progress_two_threads),
         cmocka_unit_test(test_merge_fails_mid_copy),
         cmocka_unit_test(test_merge_copies_what_was_checked),
         cmocka_unit_test(test_merge_zero_shards),
