@@ -23,7 +23,8 @@
  * safe. The parser accepts only what a merge could have written: every
  * field where it belongs, paths that recovery may open and unlink (an
  * absolute dir, output and temp plain names in it, not the same), source
- * names that follow the shard name rule, and sizes that add up. It never allocates more than the text
+ * names that follow the shard name rule, in output order with none listed
+ * twice, and sizes that add up. It never allocates more than the text
  * could hold, whatever a count says. */
 #include "merge-internal.h"
 
@@ -43,6 +44,9 @@
 /* Far above any real merge (about 100 bytes per source), and a bound on
  * what a damaged file can make us allocate. */
 #define INTENT_MAX ((uint64_t)256 << 20)
+/* The shortest source line: "source 0 ", the shortest shard name
+ * ("a.<16 hex digits>.shard", 24 bytes), the newline. */
+#define SOURCE_LINE_MIN (sizeof("source 0 ") - 1 + 24 + 1)
 
 void merge_intent_free(struct merge_intent *in)
 {
@@ -259,9 +263,9 @@ static int parse(const char *buf, size_t len, struct merge_intent *ret, const ch
     if (in.dir[0] != '/' || !plain_name(in.output) || !plain_name(in.temp) ||
         strcmp(in.output, in.temp) == 0)
         goto out;
-    /* Each source line takes more than 8 bytes, which bounds n by the
-     * file's size before anything is allocated for it. */
-    if (n > body / 8)
+    /* Each source line takes at least SOURCE_LINE_MIN bytes, which bounds
+     * n by the text's size before anything is allocated for it. */
+    if (n > body / SOURCE_LINE_MIN)
         goto out;
     if (n > 0) {
         in.sources = calloc((size_t)n, sizeof(*in.sources));
@@ -289,6 +293,13 @@ static int parse(const char *buf, size_t len, struct merge_intent *ret, const ch
         in.n_sources = i + 1;
         if (merge_parse_source_name(s->name, s->producer, &s->id) < 0)
             goto out;
+        /* A merge lists its sources in output order, and a directory
+         * holds a name once: a list out of order or with a name twice was
+         * not written by a merge, and recovery must not act on it. */
+        if (i > 0 && merge_source_cmp(&in.sources[i - 1], s) >= 0) {
+            *ret_why = "not in the expected format (a source listed twice or out of order)";
+            goto out;
+        }
         s->bytes = u;
         if (sum + u < sum)
             goto out;
