@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of common/fuzz with clang, ASan and UBSan,
-# replays every input of their corpora, then fuzzes each target for a
-# bounded time. Exits non-zero when any input crashes, leaks, trips a
-# sanitizer, times out or breaks a contract the target checks; the input
-# is then saved under build-fuzz/artifacts/<target>/.
+# Builds the libFuzzer targets of common/fuzz and merge/fuzz with clang,
+# ASan and UBSan, replays every input of their corpora, then fuzzes each
+# target for a bounded time. Exits non-zero when any input crashes, leaks,
+# trips a sanitizer, times out or breaks a contract the target checks; the
+# input is then saved under build-fuzz/artifacts/<target>/.
 #
 #   bash scripts/fuzz.sh                      every target, 60 s each
 #   bash scripts/fuzz.sh --seconds 600        longer
-#   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json)
+#   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json,
+#                                             merge-intent)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not to the
 # seed corpus in the repository: a crash is added there by hand, as a
 # regress-* file, once the bug it shows is fixed (common/fuzz/meson.build).
+# Each target lives in the fuzz/ folder next to the code it drives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config json)
+targets=(wire shard-reader config json merge-intent)
 seconds=60
 replay_only=false
 build=build-fuzz
 
 usage() {
-  sed -n '2,16s/^# \{0,1\}//p' "$0"
+  sed -n '2,17s/^# \{0,1\}//p' "$0"
   exit "${1:-0}"
 }
 
@@ -41,9 +43,20 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz.sh: --seconds wants a whole number of seconds above 0, not '$seconds'" >&2
   exit 2
 fi
+# The folder of a target: the fuzz/ folder whose corpus/ has its name.
+fuzz_dir() {
+  local d
+  for d in common/fuzz merge/fuzz; do
+    if [ -d "$d/corpus/$1" ]; then
+      echo "$d"
+      return 0
+    fi
+  done
+  return 1
+}
 for t in "${targets[@]}"; do
-  if ! [ -d "common/fuzz/corpus/$t" ]; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json)" >&2
+  if ! fuzz_dir "$t" >/dev/null; then
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, merge-intent)" >&2
     exit 2
   fi
 done
@@ -62,7 +75,11 @@ else
     -Db_lundef=false -Dtests=false
 fi
 # Only the fuzz targets: the rest of the project has its own builds.
-ninja -C "$build" "${targets[@]/#/common/fuzz/fuzz-}"
+ninja_targets=()
+for t in "${targets[@]}"; do
+  ninja_targets+=("$(fuzz_dir "$t")/fuzz-$t")
+done
+ninja -C "$build" "${ninja_targets[@]}"
 
 # UBSan stops at the first report (the targets are also built with
 # -fno-sanitize-recover=all); libFuzzer sets up ASan itself, leaks included.
@@ -70,12 +87,13 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 failed=()
 
 for t in "${targets[@]}"; do
-  exe=$build/common/fuzz/fuzz-$t
-  seeds=common/fuzz/corpus/$t
+  dir=$(fuzz_dir "$t")
+  exe=$build/$dir/fuzz-$t
+  seeds=$dir/corpus/$t
   artifacts=$build/artifacts/$t
   opts=(-timeout=25 -artifact_prefix="$artifacts/")
-  if [ -f "common/fuzz/fuzz-$t.dict" ]; then
-    opts+=(-dict="common/fuzz/fuzz-$t.dict")
+  if [ -f "$dir/fuzz-$t.dict" ]; then
+    opts+=(-dict="$dir/fuzz-$t.dict")
   fi
   mkdir -p "$artifacts" "$build/corpus/$t"
 
