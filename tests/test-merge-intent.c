@@ -427,8 +427,9 @@ static void test_names(void **state)
     /* 64 bytes of producer name is within the rule, and names with dots,
      * dashes and underscores are fine. */
     {
-        char *body = good_with(NAME_A1, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                                        ".0000000000000001.shard");
+        char *body = good_with(NAME_A1,
+                               "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                               ".0000000000000001.shard");
         char *text = with_crc(body);
         struct merge_intent in;
 

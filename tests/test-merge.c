@@ -1,13 +1,14 @@
-/* Unit tests of the merge module (merge/merge.c): which files of done/ are
- * taken and in what order, the copy loop with and without its read/write
- * fallback, whole merges, good and refused, and the crash safety of
- * --delete: the lock, the intent file, and recovery from a merge that died
- * at each of its steps. A crash is a forked child that runs the merge and
- * calls _exit() from a step hook, which leaves exactly the files a kill -9
- * at that instant leaves; tests/test-merge-crash.c kills the real logctl at
- * random instants. Every test works in its own mkdtemp directory with
- * shards built by the common encoder, so the merge is checked against the
- * same format the daemon writes. */
+/* Unit tests of the merge engine (merge/, through merge.h): which files of
+ * done/ are taken and in what order, the copy loop with and without its
+ * read/write fallback, whole merges, good and refused, progress reports,
+ * and the crash safety of --delete: the lock, the intent file, and
+ * recovery from a merge that died at each of its steps. A crash is a
+ * forked child that runs the merge and calls _exit() from a step hook,
+ * which leaves exactly the files a kill -9 at that instant leaves;
+ * tests/test-merge-crash.c kills the real logctl at random instants. Every
+ * test works in its own mkdtemp directory with shards built by the common
+ * encoder, so the merge is checked against the same format the daemon
+ * writes. */
 #include <setjmp.h> /* cmocka needs these before cmocka.h */
 #include <stdarg.h>
 #include <stddef.h>
