@@ -16,11 +16,15 @@
  * POLLIN together with POLLOUT, so acknowledgements are read while a frame is
  * being written: a daemon that stops reading until we take its ACKs cannot
  * deadlock with us. Every wait has a CLOCK_MONOTONIC deadline or is one the
- * caller asked to be unbounded.
+ * caller asked to be unbounded. logshard_process() is one round of that
+ * loop without the poll(), for callers that wait in an event loop of their
+ * own on logshard_fd().
  *
  * Errors from the connection are sticky: once the daemon sent ERROR, closed,
  * or said something that is not the protocol, the handle is dead and every
- * later call returns the same error. The library never prints, never reports
+ * later call returns the same error. The handle remembers whether the daemon
+ * sent that error or we found it, because the same errno can mean both
+ * (a daemon's ETIMEDOUT ends the connection; flush's own just expired). The library never prints, never reports
  * through errno, and never raises SIGPIPE (MSG_NOSIGNAL on every send). */
 #include "logshard.h"
 
@@ -67,6 +71,7 @@
 struct logshard {
     int fd;
     int error;        /* 0, or the negative errno every call now returns */
+    enum logshard_error_origin error_origin; /* who found error */
     bool welcomed;
     bool has_message;
 
@@ -130,11 +135,19 @@ static int poll_timeout(uint64_t deadline)
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* The first failure sticks: what followed from it explains nothing new. */
+static int fail_from(logshard *ls, int err, enum logshard_error_origin origin)
+{
+    if (ls->error == 0) {
+        ls->error = err;
+        ls->error_origin = origin;
+    }
+    return ls->error;
+}
+
 static int fail(logshard *ls, int err)
 {
-    if (ls->error == 0)
-        ls->error = err;
-    return ls->error;
+    return fail_from(ls, err, LOGSHARD_ORIGIN_LOCAL);
 }
 
 /* Before WELCOME the daemon hung up on the handshake; after it, on records. */
@@ -214,7 +227,11 @@ static void handle_error(logshard *ls, const unsigned char *payload, size_t len)
     memcpy(ls->message, msg, msg_len);
     ls->message[msg_len] = '\0';
     ls->has_message = true;
-    fail(ls, code == 0 || code > MAX_ERRNO_CODE ? -EPROTO : -(int)code);
+    /* A code that is no errno is our finding about the peer, not its word. */
+    if (code == 0 || code > MAX_ERRNO_CODE)
+        fail(ls, -EPROTO);
+    else
+        fail_from(ls, -(int)code, LOGSHARD_ORIGIN_DAEMON);
 }
 
 static void handle_frame(logshard *ls, uint8_t type, const unsigned char *payload, size_t len)
@@ -460,10 +477,46 @@ static int buffer_setup(logshard *ls, size_t requested)
     return 0;
 }
 
+/* Copies the caller's logshard_opts of opts_size bytes into *ret_opts: the
+ * members it covers, defaults (zeros) for the rest. Bytes past the
+ * structure this library knows must be zero, or the caller asked for
+ * something we cannot do; bytes between the first version's last member
+ * and sizeof(logshard_opts) are padding and never looked at (the header's
+ * rule keeps later members out of them). */
+static int opts_copy(const logshard_opts *opts, size_t opts_size, logshard_opts *ret_opts)
+{
+    logshard_opts o = { .socket_path = NULL };
+
+    if (!opts) {
+        *ret_opts = o;
+        return 0;
+    }
+    if (opts_size < LOGSHARD_OPTS_SIZE_1)
+        return -EINVAL;
+    for (size_t i = sizeof(logshard_opts); i < opts_size; i++)
+        if (((const unsigned char *)opts)[i] != 0)
+            return -E2BIG;
+    /* Member by member rather than a memcpy of the first opts_size bytes,
+     * so that no padding byte is ever read. Every member so far belongs to
+     * the first version, which every accepted size covers. */
+    o.socket_path = opts->socket_path;
+    o.producer = opts->producer;
+    o.buffer_bytes = opts->buffer_bytes;
+    o.flags = opts->flags;
+    *ret_opts = o;
+    return 0;
+}
+
 LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
 {
-    static const logshard_opts defaults;
+    return logshard_connect_sized(out, opts, LOGSHARD_OPTS_SIZE_1);
+}
+
+LOGSHARD_EXPORT int logshard_connect_sized(logshard **out, const logshard_opts *opts,
+                                           size_t opts_size)
+{
     char name[WIRE_PRODUCER_NAME_MAX + 1];
+    logshard_opts o;
     size_t name_len;
     const char *path;
     uint64_t deadline;
@@ -472,24 +525,25 @@ LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
 
     if (!out)
         return -EINVAL;
-    if (!opts)
-        opts = &defaults;
-    if (opts->flags & ~LOGSHARD_NONBLOCK)
+    r = opts_copy(opts, opts_size, &o);
+    if (r < 0)
+        return r;
+    if (o.flags & ~LOGSHARD_NONBLOCK)
         return -EINVAL;
 
-    if (opts->producer) {
+    if (o.producer) {
         /* strnlen: a name longer than the limit is refused without reading
          * all of it. */
-        name_len = strnlen(opts->producer, WIRE_PRODUCER_NAME_MAX + 1);
-        if (wire_check_hello_name(opts->producer, name_len) < 0)
+        name_len = strnlen(o.producer, WIRE_PRODUCER_NAME_MAX + 1);
+        if (wire_check_hello_name(o.producer, name_len) < 0)
             return -EINVAL;
-        memcpy(name, opts->producer, name_len);
+        memcpy(name, o.producer, name_len);
         name[name_len] = '\0';
     } else {
         name_len = default_producer(name);
     }
 
-    path = opts->socket_path;
+    path = o.socket_path;
     if (!path || !*path) {
         /* secure_getenv: a setuid producer must not be pointed elsewhere by
          * whoever runs it. */
@@ -526,10 +580,10 @@ LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
     r = io_run(ls, deadline, GOAL_WELCOME, 0);
     if (r < 0)
         goto err;
-    r = buffer_setup(ls, opts->buffer_bytes);
+    r = buffer_setup(ls, o.buffer_bytes);
     if (r < 0)
         goto err;
-    ls->nonblock = (opts->flags & LOGSHARD_NONBLOCK) != 0;
+    ls->nonblock = (o.flags & LOGSHARD_NONBLOCK) != 0;
 
     *out = ls;
     return 0;
@@ -623,6 +677,61 @@ LOGSHARD_EXPORT const char *logshard_error_message(const logshard *ls)
     return ls && ls->has_message ? ls->message : NULL;
 }
 
+LOGSHARD_EXPORT int logshard_error(const logshard *ls)
+{
+    return ls ? ls->error : -EINVAL;
+}
+
+LOGSHARD_EXPORT int logshard_error_origin(const logshard *ls)
+{
+    if (!ls)
+        return -EINVAL;
+    return ls->error ? (int)ls->error_origin : LOGSHARD_ORIGIN_NONE;
+}
+
+/* ---- for event loops ---- */
+
+LOGSHARD_EXPORT int logshard_fd(const logshard *ls)
+{
+    return ls ? ls->fd : -EINVAL;
+}
+
+LOGSHARD_EXPORT int logshard_events(const logshard *ls)
+{
+    if (!ls)
+        return -EINVAL;
+    if (ls->error)
+        return 0;
+    /* Records in an unsealed frame count as waiting too: the writable
+     * socket wakes the loop, and logshard_process() seals and sends them. */
+    return POLLIN | (ls->out_sealed || ls->out_count > 0 ? POLLOUT : 0);
+}
+
+/* One round of what io_run() does after poll(), without the poll(): both
+ * directions go only as far as the socket allows now. Reading first, as
+ * there: an ERROR or end of file explains a failing send. */
+LOGSHARD_EXPORT int logshard_process(logshard *ls)
+{
+    if (!ls)
+        return -EINVAL;
+    if (ls->error)
+        return ls->error;
+    frame_seal(ls);
+    do_read(ls);
+    do_write(ls);
+    return ls->error;
+}
+
+LOGSHARD_EXPORT unsigned logshard_version(void)
+{
+    return LOGSHARD_VERSION_NUMBER;
+}
+
+LOGSHARD_EXPORT const char *logshard_version_string(void)
+{
+    return LOGSHARD_VERSION_STRING;
+}
+
 LOGSHARD_EXPORT const char *logshard_strerror(int err)
 {
     /* long long: negating INT_MIN as an int would overflow. */
@@ -644,6 +753,7 @@ LOGSHARD_EXPORT const char *logshard_strerror(int err)
     case ENOSPC: return "No space left on the daemon's spool";
     case EUSERS: return "Too many producers connected to the daemon";
     case EMFILE: return "The daemon has too many shards open";
+    case E2BIG: return "Options set that this library version does not know";
     default: break;
     }
 #if defined(__GLIBC__) && defined(__GLIBC_PREREQ)

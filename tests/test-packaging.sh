@@ -273,7 +273,9 @@ trap cleanup EXIT
 CLEANUP_PIDS=
 
 FUNCTIONS=(logshard_connect logshard_append logshard_flush logshard_close logshard_unacked
-           logshard_error_message logshard_fsync_policy logshard_strerror)
+           logshard_error_message logshard_fsync_policy logshard_strerror
+           logshard_connect_sized logshard_error logshard_error_origin logshard_fd
+           logshard_events logshard_process logshard_version logshard_version_string)
 VERSION=$(meson introspect "$BUILD" --projectinfo | sed -n 's/.*"version": *"\([^"]*\)".*/\1/p')
 
 # The example program of logshard(3), taken from the page itself.
@@ -351,14 +353,14 @@ if grep -n '@[A-Z_]*@' "$svc"; then
     fail "logshardd.service: a placeholder was left unsubstituted"
 fi
 
-# The shared library exports exactly the public functions, all at LOGSHARD_1,
-# as debian/liblogshard0.symbols says.
+# The shared library exports exactly the public functions, each at the
+# version node of client/liblogshard.map, as debian/liblogshard0.symbols says.
 exported=$(nm -D --defined-only "$D$LOGSHARD_LIBDIR/liblogshard.so.0" | awk '$2 == "T" { sub("@@", "@", $3); print $3 }' | sort)
 listed=$(awk '/^ logshard_/ { print $1 }' "$SRC/debian/liblogshard0.symbols" | sort)
 [ "$exported" = "$listed" ] ||
     fail "exported symbols differ from debian/liblogshard0.symbols: $(diff <(echo "$listed") <(echo "$exported") | grep '^[<>]' | tr '\n' ' ')"
 for f in "${FUNCTIONS[@]}"; do
-    grep -q "^ $f@LOGSHARD_1 " "$SRC/debian/liblogshard0.symbols" || fail "liblogshard0.symbols lacks $f"
+    grep -q "^ $f@LOGSHARD_[0-9.]* " "$SRC/debian/liblogshard0.symbols" || fail "liblogshard0.symbols lacks $f"
 done
 
 # The installed header, library and pkg-config file build the example of
