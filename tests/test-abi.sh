@@ -6,6 +6,7 @@
 #     nothing internal (the wire codec linked into it included);
 #   - every function <logshard.h> declares is in the map, and the other way
 #     round;
+#   - the version macros of <logshard.h> are the project's version;
 #   - a program built against the header of release 0.1.0 refers to the
 #     library only through LOGSHARD_1 symbols, as a binary linked against
 #     0.1.0 does (test-abi-compat runs such a program against this library).
@@ -66,6 +67,15 @@ same "liblogshard.a defines other global symbols than client/liblogshard.map lis
 # The header declares exactly the functions of the map.
 h_names=$(sed -n 's/^[a-z][a-z0-9_ ]*[ *]\(logshard_[a-z0-9_]*\)(.*/\1/p' "$header" | sort -u)
 same "<logshard.h> declares other functions than client/liblogshard.map lists" "$map_names" "$h_names"
+
+# The version macros of the header are the project's version (and with
+# them what logshard_version() returns, which the library takes from them).
+macro() { sed -n "s/^#define $1 \\(.*\\)$/\\1/p" "$header"; }
+h_version="$(macro LOGSHARD_VERSION_MAJOR).$(macro LOGSHARD_VERSION_MINOR).$(macro LOGSHARD_VERSION_PATCH)"
+[ "$h_version" = "$version" ] ||
+    fail "<logshard.h> says version $h_version, the project (meson.build) $version"
+[ "$(macro LOGSHARD_VERSION_STRING)" = "\"$version\"" ] ||
+    fail "LOGSHARD_VERSION_STRING is $(macro LOGSHARD_VERSION_STRING), not \"$version\""
 
 # A program built against the 0.1.0 header binds to LOGSHARD_1 only.
 compat_refs=$(nm -D --undefined-only "$compat" | awk '$2 ~ /^logshard_/ { print $2 }' | sort)

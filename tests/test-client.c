@@ -1159,6 +1159,13 @@ static void test_error_midstream(void **state)
     peer_join(p);
 }
 
+static int script_error_code0_midstream(struct peer *p)
+{
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 1) == 0);
+    return peer_send_error(p, 0, "zero is not an error");
+}
+
 static int script_ack_too_far(struct peer *p)
 {
     PCHECK(peer_handshake(p) == 0);
@@ -1271,6 +1278,297 @@ static void test_null_handles(void **state)
     assert_int_equal(logshard_flush(NULL, 0), -EINVAL);
 }
 
+/* ---- growing options (logshard_connect_sized) ---- */
+
+static void test_connect_sized(void **state)
+{
+    struct peer *p = *state;
+    /* A program built against a later header: its logshard_opts has
+     * members this library does not know, after the ones it does. */
+    struct {
+        logshard_opts opts;
+        uint64_t later[2];
+    } big;
+    logshard *const sentinel = (logshard *)&big;
+    logshard *ls = sentinel;
+
+    memset(&big, 0, sizeof(big));
+    big.opts.producer = "sized";
+    big.opts.socket_path = "/nonexistent-logshard-test/sock";
+    assert_int_equal(logshard_connect_sized(&ls, &big.opts, LOGSHARD_OPTS_SIZE_1 - 1), -EINVAL);
+    assert_int_equal(logshard_connect_sized(&ls, &big.opts, 0), -EINVAL);
+    /* A later member set: refused before anything else, the path included. */
+    big.later[1] = 1;
+    assert_int_equal(logshard_connect_sized(&ls, &big.opts, sizeof(big)), -E2BIG);
+    /* Set but outside the size the caller gave: not looked at. */
+    assert_int_equal(logshard_connect_sized(&ls, &big.opts, sizeof(big.opts)), -ENOENT);
+    big.later[1] = 0;
+    assert_ptr_equal(ls, sentinel);
+
+    /* Later members left at zero are their defaults; the padding after the
+     * first version's members is never read, whatever it holds. */
+    memset((unsigned char *)&big.opts + LOGSHARD_OPTS_SIZE_1, 0xA5,
+           sizeof(big.opts) - LOGSHARD_OPTS_SIZE_1);
+    peer_start(p, script_hello_then_eof, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    big.opts.socket_path = p->path;
+    assert_int_equal(logshard_connect_sized(&ls, &big.opts, sizeof(big)), 0);
+    assert_ptr_not_equal(ls, sentinel);
+    logshard_close(ls);
+    peer_join(p);
+    assert_string_equal(p->hello_name, "sized");
+
+    /* NULL options: all defaults, whatever the size says. */
+    peer_start(p, script_hello_then_eof, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    assert_int_equal(setenv("LOGSHARD_SOCKET", p->path, 1), 0);
+    ls = NULL;
+    assert_int_equal(logshard_connect_sized(&ls, NULL, 0), 0);
+    logshard_close(ls);
+    peer_join(p);
+}
+
+/* A program built against the first header passes an object of exactly
+ * LOGSHARD_OPTS_SIZE_1 bytes (its sizeof may be larger only by padding).
+ * It is allocated at that size here, so a library that read past it
+ * would fail under the address sanitizer, and filled byte by byte at the
+ * members' offsets, as the old layout has them. */
+static void test_connect_first_version_opts(void **state)
+{
+    struct peer *p = *state;
+    unsigned char *old = malloc(LOGSHARD_OPTS_SIZE_1);
+    const char *producer = "first-version";
+    const char *path;
+    size_t buffer_bytes = 1;
+    unsigned flags = LOGSHARD_NONBLOCK;
+    logshard *ls = NULL;
+
+    assert_non_null(old);
+    peer_start(p, script_hello_then_eof, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    path = p->path;
+    /* The offsets of the first version, which no later header may move. */
+    assert_int_equal(offsetof(logshard_opts, socket_path), 0);
+    assert_int_equal(offsetof(logshard_opts, producer), sizeof(const char *));
+    assert_int_equal(offsetof(logshard_opts, buffer_bytes), 2 * sizeof(const char *));
+    assert_int_equal(offsetof(logshard_opts, flags), 2 * sizeof(const char *) + sizeof(size_t));
+    memcpy(old + offsetof(logshard_opts, socket_path), &path, sizeof(path));
+    memcpy(old + offsetof(logshard_opts, producer), &producer, sizeof(producer));
+    memcpy(old + offsetof(logshard_opts, buffer_bytes), &buffer_bytes, sizeof(buffer_bytes));
+    memcpy(old + offsetof(logshard_opts, flags), &flags, sizeof(flags));
+    assert_int_equal(logshard_connect(&ls, (const logshard_opts *)(void *)old), 0);
+    logshard_close(ls);
+    peer_join(p);
+    assert_string_equal(p->hello_name, "first-version");
+
+    peer_start(p, script_hello_then_eof, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    path = p->path;
+    memcpy(old + offsetof(logshard_opts, socket_path), &path, sizeof(path));
+    assert_int_equal(logshard_connect_sized(&ls, (const logshard_opts *)(void *)old,
+                                            LOGSHARD_OPTS_SIZE_1), 0);
+    logshard_close(ls);
+    peer_join(p);
+    free(old);
+}
+
+/* ---- whose error ---- */
+
+static int script_daemon_timeout(struct peer *p)
+{
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, ERROR_RECORDS) == 0);
+    PCHECK(peer_send_ack(p, 1) == 0);
+    return peer_send_error(p, ETIMEDOUT, "producer \"slow\": a frame stayed incomplete");
+}
+
+/* The daemon's ETIMEDOUT and flush's own: the same return value, told apart
+ * by logshard_error() and logshard_error_origin(). */
+static void test_error_origin(void **state)
+{
+    struct peer *p = *state;
+    unsigned char rec[BATCH_MAX_LEN];
+    logshard *ls;
+
+    /* Ours: the handle is fine, and calling again finishes the wait. */
+    peer_start(p, script_partial_ack, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "patient", 0);
+    for (uint64_t i = 0; i < PARTIAL_RECORDS; i++)
+        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+    assert_int_equal(logshard_flush(ls, 100), -ETIMEDOUT);
+    assert_int_equal(logshard_error(ls), 0);
+    assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_NONE);
+    wait_for_peer(p);
+    assert_int_equal(signal_pipe(p->go[1]), 0);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
+    assert_int_equal(logshard_error(ls), 0);
+    logshard_close(ls);
+    peer_join(p);
+
+    /* The daemon's: the handle is dead, and says who killed it. */
+    peer_start(p, script_daemon_timeout, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "slow", 0);
+    for (uint64_t i = 0; i < ERROR_RECORDS; i++)
+        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -ETIMEDOUT);
+    assert_int_equal(logshard_error(ls), -ETIMEDOUT);
+    assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_DAEMON);
+    assert_non_null(logshard_error_message(ls));
+    assert_int_equal(logshard_unacked(ls), ERROR_RECORDS - 1);
+    assert_int_equal(logshard_events(ls), 0);
+    assert_int_equal(logshard_process(ls), -ETIMEDOUT);
+    logshard_close(ls);
+    peer_join(p);
+
+    /* Found here: the daemon hung up without a word. */
+    peer_start(p, script_close_unacked, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "hung-up", 0);
+    for (uint64_t i = 0; i < CLOSE_RECORDS; i++)
+        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -EPIPE);
+    assert_int_equal(logshard_error(ls), -EPIPE);
+    assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_LOCAL);
+    logshard_close(ls);
+    peer_join(p);
+
+    /* An ERROR whose code is no errno is our finding, not the daemon's. */
+    peer_start(p, script_error_code0_midstream, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "odd", 0);
+    assert_int_equal(logshard_append(ls, "x", 1), 0);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -EPROTO);
+    assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_LOCAL);
+    logshard_close(ls);
+    peer_join(p);
+}
+
+/* ---- an event loop of the caller's own ---- */
+
+/* With LOGSHARD_NONBLOCK and nothing but poll() on logshard_fd(): the peer
+ * reads nothing at first, so the loop must see -EAGAIN and a descriptor
+ * that is not ready; once the peer reads, the same loop sends every record
+ * and collects every ACK, and no library call ever waits. */
+static void test_event_loop(void **state)
+{
+    struct peer *p = *state;
+    logshard_opts opts = { .producer = "looper", .buffer_bytes = 1, .flags = LOGSHARD_NONBLOCK };
+    unsigned char rec[PRESSURE_MAX_LEN];
+    uint64_t taken = 0, deadline;
+    bool pushed_back = false, released = false;
+    logshard *ls = NULL;
+    int r;
+
+    peer_start_total(p, script_stall_until_go, PRESSURE_MAX_RECORD, DEFAULT_MAX_FRAME,
+                     PRESSURE_RECORDS);
+    opts.socket_path = p->path;
+    assert_int_equal(logshard_connect_sized(&ls, &opts, sizeof(opts)), 0);
+    assert_true(logshard_fd(ls) >= 0);
+    assert_int_equal(logshard_events(ls), POLLIN); /* nothing to send yet */
+    assert_int_equal(logshard_process(ls), 0);
+
+    deadline = now_ms() + 2 * PEER_TIMEOUT_MS;
+    while (taken < PRESSURE_RECORDS || logshard_unacked(ls) > 0) {
+        struct pollfd pfd = { .fd = logshard_fd(ls) };
+        uint64_t t0;
+
+        assert_true(now_ms() < deadline);
+        while (taken < PRESSURE_RECORDS) {
+            t0 = now_ms();
+            r = logshard_append(ls, rec, make_record(taken, PRESSURE_MAX_LEN, rec));
+            assert_true(now_ms() - t0 < 1000);
+            if (r == -EAGAIN)
+                break;
+            assert_int_equal(r, 0);
+            taken++;
+        }
+        pfd.events = (short)logshard_events(ls);
+        assert_true(pfd.events & POLLIN);
+        if (taken < PRESSURE_RECORDS) {
+            /* Pushed back: a frame is waiting for the socket. */
+            assert_true(pfd.events & POLLOUT);
+            if (!pushed_back) {
+                /* The peer reads nothing yet, so the socket stays full
+                 * and the refused record is not counted. */
+                pushed_back = true;
+                assert_int_equal(poll(&pfd, 1, 100), 0);
+                assert_int_equal(logshard_unacked(ls), taken);
+                assert_int_equal(signal_pipe(p->go[1]), 0);
+                released = true;
+            }
+        }
+        r = poll(&pfd, 1, remaining_ms(deadline));
+        assert_true(r >= 0 || errno == EINTR);
+        t0 = now_ms();
+        assert_int_equal(logshard_process(ls), 0);
+        assert_true(now_ms() - t0 < 1000);
+    }
+    assert_true(pushed_back && released);
+    assert_int_equal(logshard_events(ls), POLLIN);
+    assert_int_equal(logshard_error(ls), 0);
+    logshard_close(ls);
+    peer_join(p);
+    check_records(p, PRESSURE_RECORDS, PRESSURE_MAX_LEN, 0);
+}
+
+/* Records appended and then left alone are sent by logshard_process(), not
+ * only by a later append or flush: an event loop has no linger timer. */
+static int script_one_record_acked(struct peer *p)
+{
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 2) == 0);
+    PCHECK(peer_send_ack(p, 2) == 0);
+    return peer_expect_eof(p);
+}
+
+static void test_process_sends_lingering(void **state)
+{
+    struct peer *p = *state;
+    logshard_opts opts = { .producer = "lone", .flags = LOGSHARD_NONBLOCK };
+    logshard *ls = NULL;
+    uint64_t deadline = now_ms() + PEER_TIMEOUT_MS;
+
+    peer_start(p, script_one_record_acked, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    opts.socket_path = p->path;
+    assert_int_equal(logshard_connect_sized(&ls, &opts, sizeof(opts)), 0);
+    assert_int_equal(logshard_append(ls, "one", 3), 0);
+    assert_int_equal(logshard_append(ls, "two", 3), 0);
+    assert_int_equal(logshard_events(ls), POLLIN | POLLOUT);
+    while (logshard_unacked(ls) > 0) {
+        struct pollfd pfd = { .fd = logshard_fd(ls), .events = (short)logshard_events(ls) };
+
+        assert_true(now_ms() < deadline);
+        assert_true(poll(&pfd, 1, remaining_ms(deadline)) >= 0 || errno == EINTR);
+        assert_int_equal(logshard_process(ls), 0);
+    }
+    logshard_close(ls);
+    peer_join(p);
+    assert_int_equal(p->nframes, 1);
+}
+
+static void test_version(void **state)
+{
+    char want[32];
+
+    (void)state;
+    assert_int_equal(logshard_version(), LOGSHARD_VERSION_NUMBER);
+    assert_int_equal(LOGSHARD_VERSION_NUMBER, (LOGSHARD_VERSION_MAJOR << 16) |
+                                                  (LOGSHARD_VERSION_MINOR << 8) |
+                                                  LOGSHARD_VERSION_PATCH);
+    assert_string_equal(logshard_version_string(), LOGSHARD_VERSION_STRING);
+    snprintf(want, sizeof(want), "%d.%d.%d", LOGSHARD_VERSION_MAJOR, LOGSHARD_VERSION_MINOR,
+             LOGSHARD_VERSION_PATCH);
+    assert_string_equal(logshard_version_string(), want);
+    /* The one code only this library's own options can cause. */
+    assert_string_not_equal(logshard_strerror(-E2BIG), logshard_strerror(-EINVAL));
+    assert_non_null(strstr(logshard_strerror(-E2BIG), "library"));
+}
+
+static void test_null_handles_new_calls(void **state)
+{
+    (void)state;
+    assert_int_equal(logshard_fd(NULL), -EINVAL);
+    assert_int_equal(logshard_events(NULL), -EINVAL);
+    assert_int_equal(logshard_process(NULL), -EINVAL);
+    assert_int_equal(logshard_error(NULL), -EINVAL);
+    assert_int_equal(logshard_error_origin(NULL), -EINVAL);
+    assert_int_equal(logshard_connect_sized(NULL, NULL, 0), -EINVAL);
+}
+
 #define PEER_TEST(f) cmocka_unit_test_setup_teardown(f, setup_peer, teardown_peer)
 
 int main(void)
@@ -1294,6 +1592,13 @@ int main(void)
         PEER_TEST(test_default_name_and_env),
         cmocka_unit_test(test_strerror),
         cmocka_unit_test(test_null_handles),
+        PEER_TEST(test_connect_sized),
+        PEER_TEST(test_connect_first_version_opts),
+        PEER_TEST(test_error_origin),
+        PEER_TEST(test_event_loop),
+        PEER_TEST(test_process_sends_lingering),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_null_handles_new_calls),
     };
 
     saved_program_name = program_invocation_short_name;
