@@ -1378,19 +1378,26 @@ static int script_daemon_timeout(struct peer *p)
     return peer_send_error(p, ETIMEDOUT, "producer \"slow\": a frame stayed incomplete");
 }
 
+/* Appends records 0..n-1 of make_record(), each taken. */
+static void append_records(logshard *ls, uint64_t n)
+{
+    unsigned char rec[BATCH_MAX_LEN];
+
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+}
+
 /* The daemon's ETIMEDOUT and flush's own: the same return value, told apart
  * by logshard_error() and logshard_error_origin(). */
 static void test_error_origin(void **state)
 {
     struct peer *p = *state;
-    unsigned char rec[BATCH_MAX_LEN];
     logshard *ls;
 
     /* Ours: the handle is fine, and calling again finishes the wait. */
     peer_start(p, script_partial_ack, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
     ls = connect_ok(p, "patient", 0);
-    for (uint64_t i = 0; i < PARTIAL_RECORDS; i++)
-        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+    append_records(ls, PARTIAL_RECORDS);
     assert_int_equal(logshard_flush(ls, 100), -ETIMEDOUT);
     assert_int_equal(logshard_error(ls), 0);
     assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_NONE);
@@ -1404,8 +1411,7 @@ static void test_error_origin(void **state)
     /* The daemon's: the handle is dead, and says who killed it. */
     peer_start(p, script_daemon_timeout, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
     ls = connect_ok(p, "slow", 0);
-    for (uint64_t i = 0; i < ERROR_RECORDS; i++)
-        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+    append_records(ls, ERROR_RECORDS);
     assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -ETIMEDOUT);
     assert_int_equal(logshard_error(ls), -ETIMEDOUT);
     assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_DAEMON);
@@ -1419,8 +1425,7 @@ static void test_error_origin(void **state)
     /* Found here: the daemon hung up without a word. */
     peer_start(p, script_close_unacked, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
     ls = connect_ok(p, "hung-up", 0);
-    for (uint64_t i = 0; i < CLOSE_RECORDS; i++)
-        assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
+    append_records(ls, CLOSE_RECORDS);
     assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -EPIPE);
     assert_int_equal(logshard_error(ls), -EPIPE);
     assert_int_equal(logshard_error_origin(ls), LOGSHARD_ORIGIN_LOCAL);
