@@ -1,0 +1,225 @@
+/* The spool's names and its no-replace rename; spool_names.h says what each
+ * name is and who relies on it. */
+#include "spool_names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *suffix_of(enum spool_kind kind)
+{
+    switch (kind) {
+    case SPOOL_TMP:
+        return SPOOL_TMP_SUFFIX;
+    case SPOOL_SHARD:
+        return SPOOL_SHARD_SUFFIX;
+    }
+    return NULL;
+}
+
+int spool_name_format(enum spool_kind kind, const char *producer, size_t producer_len,
+                      uint64_t id, char *buf, size_t size)
+{
+    const char *suffix = suffix_of(kind);
+    int n;
+
+    /* Checked here rather than trusted, so that every name written parses
+     * back to the same producer and id. */
+    if (!suffix || wire_check_producer_name(producer, producer_len) < 0)
+        return -EINVAL;
+    if (producer_len + 1 + SPOOL_ID_DIGITS + strlen(suffix) >= size)
+        return -ENOBUFS;
+    n = snprintf(buf, size, "%.*s.%016" PRIx64 "%s", (int)producer_len, producer, id, suffix);
+    return n > 0 && (size_t)n < size ? 0 : -ENOBUFS;
+}
+
+int spool_name_new(enum spool_kind kind, const char *producer, size_t producer_len,
+                   uint64_t id, char **ret_name)
+{
+    char buf[SPOOL_NAME_SIZE];
+    char *name;
+    int r = spool_name_format(kind, producer, producer_len, id, buf, sizeof(buf));
+
+    if (r < 0)
+        return r;
+    name = strdup(buf);
+    if (!name)
+        return -ENOMEM;
+    *ret_name = name;
+    return 0;
+}
+
+int spool_name_parse(const char *name, enum spool_kind kind, struct spool_name *ret)
+{
+    const char *suffix = suffix_of(kind);
+    size_t len = strlen(name), suffix_len;
+    const char *id_str;
+    size_t producer_len;
+    uint64_t id = 0;
+
+    if (!suffix)
+        return -EINVAL;
+    suffix_len = strlen(suffix);
+    if (len < 1 + 1 + SPOOL_ID_DIGITS + suffix_len || strcmp(name + len - suffix_len, suffix) != 0)
+        return -EINVAL;
+    /* The id has no dots, so the SPOOL_ID_DIGITS characters before the
+     * suffix with a dot before them are the split at the last two dots. */
+    id_str = name + len - suffix_len - SPOOL_ID_DIGITS;
+    if (id_str[-1] != '.')
+        return -EINVAL;
+    for (size_t i = 0; i < SPOOL_ID_DIGITS; i++) {
+        char c = id_str[i];
+
+        if (c >= '0' && c <= '9')
+            id = id << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            id = id << 4 | (uint64_t)(c - 'a' + 10);
+        else
+            return -EINVAL; /* the writer prints lowercase; anything else is not ours */
+    }
+    producer_len = (size_t)(id_str - 1 - name);
+    if (wire_check_producer_name(name, producer_len) < 0)
+        return -EINVAL;
+    memcpy(ret->producer, name, producer_len);
+    ret->producer[producer_len] = '\0';
+    ret->producer_len = producer_len;
+    ret->id = id;
+    return 0;
+}
+
+int spool_name_sealed(const char *tmp_name, char *buf, size_t size)
+{
+    struct spool_name n;
+    int r = spool_name_parse(tmp_name, SPOOL_TMP, &n);
+
+    if (r < 0)
+        return r;
+    return spool_name_format(SPOOL_SHARD, n.producer, n.producer_len, n.id, buf, size);
+}
+
+int spool_quarantine_name(const char *name, unsigned attempt, char **ret_name)
+{
+    char *q;
+    int r;
+
+    if (attempt > SPOOL_QUARANTINE_MAX_SUFFIX)
+        return -ERANGE;
+    if (attempt == 0)
+        r = asprintf(&q, "%s", name);
+    else
+        r = asprintf(&q, "%s.%u", name, attempt);
+    if (r < 0)
+        return -ENOMEM;
+    *ret_name = q;
+    return 0;
+}
+
+int spool_rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name,
+                           unsigned flags, bool *ret_old_left)
+{
+    if (flags & ~(unsigned)SPOOL_RENAME_VIA_LINK)
+        return -EINVAL;
+    if (!(flags & SPOOL_RENAME_VIA_LINK)) {
+        if (renameat2(old_dir, old_name, new_dir, new_name, RENAME_NOREPLACE) == 0) {
+            if (ret_old_left)
+                *ret_old_left = false;
+            return 0;
+        }
+        if (errno != EINVAL && errno != ENOSYS)
+            return -errno;
+    }
+    /* No RENAME_NOREPLACE here: link(2) fails with EEXIST rather than
+     * replace, and the old name goes only once the new one exists. A check
+     * for the new name followed by rename(2) would race with whoever
+     * creates it in between. */
+    if (linkat(old_dir, old_name, new_dir, new_name, 0) < 0)
+        return -errno;
+    if (unlinkat(old_dir, old_name, 0) < 0) {
+        if (!ret_old_left)
+            return -errno;
+        *ret_old_left = errno != ENOENT;
+        return 0;
+    }
+    if (ret_old_left)
+        *ret_old_left = false;
+    return 0;
+}
+
+int spool_quarantine_move(int from_dir, const char *name, const struct stat *st, int q_dir,
+                          unsigned flags, char **ret_qname, bool *ret_second_name)
+{
+    struct stat own;
+
+    if (!st) {
+        if (fstatat(from_dir, name, &own, AT_SYMLINK_NOFOLLOW) < 0)
+            return -errno;
+        st = &own;
+    }
+    for (unsigned i = 0; i <= SPOOL_QUARANTINE_MAX_SUFFIX; i++) {
+        struct stat qst;
+        char *qname;
+        int r = spool_quarantine_name(name, i, &qname);
+
+        if (r < 0)
+            return r;
+        r = spool_rename_noreplace(from_dir, name, q_dir, qname, flags, NULL);
+        if (r == 0) {
+            *ret_qname = qname;
+            *ret_second_name = false;
+            return 0;
+        }
+        if (r == -EEXIST && fstatat(q_dir, qname, &qst, AT_SYMLINK_NOFOLLOW) == 0 &&
+            qst.st_dev == st->st_dev && qst.st_ino == st->st_ino) {
+            /* An earlier move through link(2) was stopped before it removed
+             * the old name: this quarantine name is the file already. */
+            *ret_qname = qname;
+            *ret_second_name = true;
+            return 0;
+        }
+        free(qname);
+        if (r != -EEXIST)
+            return r;
+    }
+    return -EEXIST;
+}
+
+int spool_merged_name(const struct timespec *ts, unsigned attempt, char *buf, size_t size)
+{
+    char name[SPOOL_MERGED_NAME_SIZE];
+    struct tm tm;
+    char date[32];
+    int n;
+
+    if (attempt > SPOOL_MERGED_MAX_SUFFIX || ts->tv_nsec < 0 || ts->tv_nsec > 999999999L)
+        return attempt > SPOOL_MERGED_MAX_SUFFIX ? -ERANGE : -EINVAL;
+    if (!gmtime_r(&ts->tv_sec, &tm) || strftime(date, sizeof(date), "%Y%m%dT%H%M%S", &tm) == 0)
+        return -EOVERFLOW;
+    /* With at most 31 characters of date, nine of nanoseconds and three of
+     * attempt, the name always fits SPOOL_MERGED_NAME_SIZE. */
+    if (attempt == 0)
+        n = snprintf(name, sizeof(name), "merged-%s.%09ldZ" SPOOL_MERGED_SUFFIX, date,
+                     (long)ts->tv_nsec);
+    else
+        n = snprintf(name, sizeof(name), "merged-%s.%09ldZ-%u" SPOOL_MERGED_SUFFIX, date,
+                     (long)ts->tv_nsec, attempt);
+    if (n < 0 || (size_t)n >= sizeof(name))
+        return -EOVERFLOW;
+    if ((size_t)n >= size)
+        return -ENOBUFS;
+    memcpy(buf, name, (size_t)n + 1);
+    return 0;
+}
+
+int spool_merged_temp_name(const char *output_name, pid_t pid, char **ret_name)
+{
+    char *name;
+
+    if (asprintf(&name, ".%s.%ld" SPOOL_TMP_SUFFIX, output_name, (long)pid) < 0)
+        return -ENOMEM;
+    *ret_name = name;
+    return 0;
+}
