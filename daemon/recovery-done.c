@@ -47,16 +47,17 @@
 #include "fileutil.h"
 #include "recovery-internal.h"
 #include "shard_format.h"
+#include "spool_names.h"
 
 /* The first read of a file: one block, the whole of a small shard. */
 #define HEAD_READ 4096u
 
-/* Written into the spool beside done/ once a full check found nothing it
+/* The stamp, SPOOL_DONE_CHECKED: written into the spool beside done/
+ * (under SPOOL_DONE_CHECKED_TMP first) once a full check found nothing it
  * could not read (not into done/, whose every file counts as a shard for
  * the figures of logctl status). Its text names the version of the check,
  * so a later version can ask for a new one by changing it, and the inode
  * of done/, so a done/ put back from elsewhere is checked again. */
-#define STAMP_NAME "done.checked"
 #define STAMP_FORMAT                                                                \
     "logshardd checked every shard in done/ (inode %ju) at start-up (check 1).\n"   \
     "Delete this file to have the next start check them all again.\n"
@@ -71,7 +72,7 @@ enum verdict {
 struct check {
     enum verdict verdict;
     uint64_t offset; /* damaged: where the damage starts */
-    char why[NAME_BUF + 160];
+    char why[SPOOL_NAME_SIZE + 160];
 };
 
 static void set_verdict(struct check *c, enum verdict v, const char *fmt, ...)
@@ -170,8 +171,7 @@ static int read_through(int fd, struct check *c)
 
 /* Checks one open file of size bytes against the producer and id of its
  * name. Returns 0 with *c set, or -errno of a read. */
-static int check_file(int fd, uint64_t size, const char *name, size_t producer_len,
-                      uint64_t id, struct check *c)
+static int check_file(int fd, uint64_t size, const struct spool_name *named, struct check *c)
 {
     unsigned char head[HEAD_READ];
     size_t want = size < sizeof(head) ? (size_t)size : sizeof(head);
@@ -201,8 +201,9 @@ static int check_file(int fd, uint64_t size, const char *name, size_t producer_l
             set_verdict(c, VERDICT_INVALID, "%s", why);
         return 0;
     }
-    if (h.producer_len != producer_len || memcmp(h.producer, name, producer_len) != 0 ||
-        h.shard_id != id) {
+    if (h.producer_len != named->producer_len ||
+        memcmp(h.producer, named->producer, named->producer_len) != 0 ||
+        h.shard_id != named->id) {
         set_verdict(c, VERDICT_INVALID,
                     "its header is for producer %s, shard %016" PRIx64
                     ", not the one its name says",
@@ -253,13 +254,12 @@ int recovery_check_done(struct recovery *rec, const struct recovery_entry *e)
 {
     const char *name = e->name;
     _cleanup_close_ int fd = -1;
-    size_t producer_len;
+    struct spool_name named;
     struct check c;
     struct stat st;
-    uint64_t id;
     int r;
 
-    if (!recovery_parse_name(name, SHARD_SUFFIX, &producer_len, &id))
+    if (spool_name_parse(name, SPOOL_SHARD, &named) < 0)
         return 0;
     if (!rec->done_full) {
         /* Only entries that are no regular file, and those readdir could
@@ -284,7 +284,7 @@ int recovery_check_done(struct recovery *rec, const struct recovery_entry *e)
     rec->stats.done_checked++;
 
     memset(&c, 0, sizeof(c));
-    r = check_file(fd, (uint64_t)st.st_size, name, producer_len, id, &c);
+    r = check_file(fd, (uint64_t)st.st_size, &named, &c);
     if (r == -ENOMEM)
         return r;
     if (r < 0)
@@ -329,7 +329,7 @@ static bool stamp_present(struct recovery *rec)
     int len = stamp_text(rec, want);
     ssize_t n;
 
-    if (len < 0 || open_regular_at(rec->spool_fd, STAMP_NAME, O_NOFOLLOW, &fd, NULL) < 0)
+    if (len < 0 || open_regular_at(rec->spool_fd, SPOOL_DONE_CHECKED, O_NOFOLLOW, &fd, NULL) < 0)
         return false;
     n = read_full(fd, got, sizeof(got));
     return n == len && memcmp(got, want, (size_t)len) == 0;
@@ -342,11 +342,10 @@ static bool stamp_present(struct recovery *rec)
 static bool wanted(const struct dirent *de, void *ctx)
 {
     const struct recovery *rec = ctx;
-    size_t producer_len;
-    uint64_t id;
+    struct spool_name named;
 
     return (rec->done_full || de->d_type != DT_REG) &&
-           recovery_parse_name(de->d_name, SHARD_SUFFIX, &producer_len, &id);
+           spool_name_parse(de->d_name, SPOOL_SHARD, &named) == 0;
 }
 
 int recovery_done_plan(struct recovery *rec, struct recovery_entry **ret_entries,
@@ -375,7 +374,7 @@ void recovery_done_finish(struct recovery *rec)
     if (r >= 0) {
         size_t len = (size_t)r;
 
-        fd = openat(rec->spool_fd, STAMP_NAME ".tmp",
+        fd = openat(rec->spool_fd, SPOOL_DONE_CHECKED_TMP,
                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
         if (fd < 0) {
             r = -errno;
@@ -383,14 +382,14 @@ void recovery_done_finish(struct recovery *rec)
             r = write_all(fd, text, len);
             if (close(fd) < 0 && r == 0)
                 r = -errno;
-            if (r == 0 &&
-                renameat(rec->spool_fd, STAMP_NAME ".tmp", rec->spool_fd, STAMP_NAME) < 0)
+            if (r == 0 && renameat(rec->spool_fd, SPOOL_DONE_CHECKED_TMP, rec->spool_fd,
+                                   SPOOL_DONE_CHECKED) < 0)
                 r = -errno;
         }
     }
     if (r < 0)
         report(rec, RECOVERY_LOG_WARNING,
-               "cannot write " STAMP_NAME ": %s; the next start checks every shard in done/ "
-               "again",
+               "cannot write " SPOOL_DONE_CHECKED ": %s; the next start checks every shard in "
+               "done/ again",
                strerror(-r));
 }

@@ -10,18 +10,7 @@
 #include <sys/stat.h>
 
 #include "recovery.h"
-#include "wire.h"
-
-#define ID_HEX_DIGITS 16u
-#define TMP_SUFFIX ".tmp"
-#define SHARD_SUFFIX ".shard"
-#define QUARANTINE_DIR "quarantine"
-#define QUARANTINE_MAX_SUFFIX 999u
-
-/* Room for the longest name recovery builds: producer, '.', id, the longer
- * suffix, a quarantine suffix (".999") and the NUL. Names are checked
- * against the producer rule before they are copied, so this bound holds. */
-#define NAME_BUF (WIRE_PRODUCER_NAME_MAX + 1u + ID_HEX_DIGITS + sizeof(SHARD_SUFFIX) + 4u + 1u)
+#include "spool_names.h"
 
 #define report(rec, level, ...)                                                    \
     do {                                                                           \
@@ -68,17 +57,11 @@ static inline bool recovery_is_special(mode_t mode)
     return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) || S_ISBLK(mode);
 }
 
-/* Splits <producer>.<16 lowercase hex><suffix> from the right (producer
- * names may contain dots). Returns false for any other name; otherwise
- * *ret_producer_len and *ret_id are written. */
-bool recovery_parse_name(const char *name, const char *suffix, size_t *ret_producer_len,
-                         uint64_t *ret_id);
-
 /* Moves <dir>/<name> (the entry st describes, as fstatat without following
  * links saw it) to quarantine/, under its own name or, when another file
- * has that name, with a numeric suffix; counts it and reports why. Never
- * replaces anything and never opens the entry, so a FIFO or a device is
- * moved like a file. Returns 0 (also when only this entry could not be
+ * has that name, with a numeric suffix (spool_quarantine_move); counts it
+ * and reports why. Never replaces anything and never opens the entry, so a
+ * FIFO or a device is moved like a file. Returns 0 (also when only this entry could not be
  * moved: that is reported and counted) or a negative errno when
  * quarantine/ itself is unusable. */
 int recovery_quarantine(struct recovery *rec, enum recovery_dir dir, const char *name,

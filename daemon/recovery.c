@@ -48,15 +48,13 @@
 #include "fileutil.h"
 #include "recovery-internal.h"
 #include "shard_format.h"
-#include "wire.h"
+#include "spool_names.h"
 
 /* A temp file whose name has the shard form. */
 struct candidate {
-    const char *tmp_name;      /* in active/ */
-    char shard_name[NAME_BUF]; /* its sealed name in done/ */
-    const char *producer;      /* points into tmp_name; not terminated */
-    size_t producer_len;
-    uint64_t id;
+    const char *tmp_name;             /* in active/ */
+    char shard_name[SPOOL_NAME_SIZE]; /* its sealed name in done/ */
+    struct spool_name name;           /* the producer and id its name says */
 };
 
 /* What reading a temp file through found. */
@@ -71,48 +69,13 @@ struct scan {
                           there is no header); NULL when the file is whole */
 };
 
-bool recovery_parse_name(const char *name, const char *suffix, size_t *ret_producer_len,
-                         uint64_t *ret_id)
-{
-    size_t len = strlen(name), suffix_len = strlen(suffix);
-    const char *id_str;
-    uint64_t id = 0;
-    size_t producer_len;
-
-    if (len < 1 + 1 + ID_HEX_DIGITS + suffix_len || strcmp(name + len - suffix_len, suffix) != 0)
-        return false;
-    id_str = name + len - suffix_len - ID_HEX_DIGITS;
-    if (id_str[-1] != '.')
-        return false;
-    for (size_t i = 0; i < ID_HEX_DIGITS; i++) {
-        char c = id_str[i];
-
-        if (c >= '0' && c <= '9')
-            id = id << 4 | (uint64_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            id = id << 4 | (uint64_t)(c - 'a' + 10);
-        else
-            return false; /* the writer prints lowercase; anything else is not ours */
-    }
-    producer_len = (size_t)(id_str - 1 - name);
-    if (wire_check_producer_name(name, producer_len) < 0)
-        return false;
-    *ret_producer_len = producer_len;
-    *ret_id = id;
-    return true;
-}
-
 /* A temp file name of the shard form, with its sealed name. */
 static bool parse_name(const char *name, struct candidate *ret)
 {
-    size_t stem_len = strlen(name) - strlen(TMP_SUFFIX);
-
-    if (!recovery_parse_name(name, TMP_SUFFIX, &ret->producer_len, &ret->id))
+    if (spool_name_parse(name, SPOOL_TMP, &ret->name) < 0 ||
+        spool_name_sealed(name, ret->shard_name, sizeof(ret->shard_name)) < 0)
         return false;
     ret->tmp_name = name;
-    memcpy(ret->shard_name, name, stem_len);
-    memcpy(ret->shard_name + stem_len, SHARD_SUFFIX, sizeof(SHARD_SUFFIX));
-    ret->producer = name;
     return true;
 }
 
@@ -142,38 +105,24 @@ static int fail_file(struct recovery *rec, const char *name, const char *what, i
     return recovery_fail(rec, RECOVERY_ACTIVE, name, what, err);
 }
 
-/* Moves oldname to newname without ever replacing an existing newname. */
-static int rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name)
-{
-    if (renameat2(old_dir, old_name, new_dir, new_name, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL && errno != ENOSYS)
-        return -errno;
-    /* A filesystem without RENAME_NOREPLACE: link(2) never replaces either.
-     * A crash between the two calls leaves two names on one inode, which the
-     * next recovery recognises. */
-    if (linkat(old_dir, old_name, new_dir, new_name, 0) < 0)
-        return -errno;
-    if (unlinkat(old_dir, old_name, 0) < 0)
-        return -errno;
-    return 0;
-}
-
 static int open_quarantine(struct recovery *rec)
 {
     int fd, r;
 
     if (rec->quarantine_fd >= 0)
         return 0;
-    if (mkdirat(rec->spool_fd, QUARANTINE_DIR, 0750) < 0 && errno != EEXIST) {
+    if (mkdirat(rec->spool_fd, SPOOL_QUARANTINE_DIR, 0750) < 0 && errno != EEXIST) {
         r = -errno;
-        report(rec, RECOVERY_LOG_ERROR, "cannot create " QUARANTINE_DIR "/: %s", strerror(-r));
+        report(rec, RECOVERY_LOG_ERROR, "cannot create " SPOOL_QUARANTINE_DIR "/: %s",
+               strerror(-r));
         return r;
     }
-    fd = openat(rec->spool_fd, QUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    fd = openat(rec->spool_fd, SPOOL_QUARANTINE_DIR,
+                O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         r = -errno;
-        report(rec, RECOVERY_LOG_ERROR, "cannot open " QUARANTINE_DIR "/: %s", strerror(-r));
+        report(rec, RECOVERY_LOG_ERROR, "cannot open " SPOOL_QUARANTINE_DIR "/: %s",
+               strerror(-r));
         return r;
     }
     /* Synced even when it already existed: an earlier run may have crashed
@@ -181,8 +130,9 @@ static int open_quarantine(struct recovery *rec)
     r = fsync_dir_fd(rec->spool_fd);
     if (r < 0) {
         (void)close(fd); /* read-only directory descriptor */
-        report(rec, RECOVERY_LOG_ERROR, "cannot sync the spool after creating " QUARANTINE_DIR
-               "/: %s", strerror(-r));
+        report(rec, RECOVERY_LOG_ERROR,
+               "cannot sync the spool after creating " SPOOL_QUARANTINE_DIR "/: %s",
+               strerror(-r));
         return r;
     }
     rec->quarantine_fd = fd;
@@ -197,49 +147,40 @@ int recovery_quarantine(struct recovery *rec, enum recovery_dir dir, const char 
     uint64_t *counter =
         dir == RECOVERY_DONE ? &rec->stats.done_quarantined : &rec->stats.files_quarantined;
     bool *sync_from = dir == RECOVERY_DONE ? &rec->sync_done : &rec->sync_active;
-    char qname[NAME_BUF];
+    _cleanup_free_ char *qname = NULL;
+    bool second_name = false;
     int r = open_quarantine(rec);
 
     if (r < 0)
         return r;
-    for (unsigned i = 0; i <= QUARANTINE_MAX_SUFFIX; i++) {
-        struct stat qst;
-
-        if (i == 0)
-            snprintf(qname, sizeof(qname), "%s", name);
-        else
-            snprintf(qname, sizeof(qname), "%s.%u", name, i);
-        r = rename_noreplace(from_fd, name, rec->quarantine_fd, qname);
-        if (r == 0) {
-            *sync_from = rec->sync_quarantine = true;
-            (*counter)++;
-            report(rec, RECOVERY_LOG_WARNING, "quarantined %s/%s as " QUARANTINE_DIR "/%s: %s",
-                   from, name, qname, why);
-            return 0;
-        }
-        if (r != -EEXIST)
-            return recovery_fail(rec, dir, name, "cannot move it to " QUARANTINE_DIR "/", r);
-        if (fstatat(rec->quarantine_fd, qname, &qst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            same_file(st, &qst)) {
-            /* An earlier recovery moved it here and was stopped before it
-             * synced the directory it came from. Make the quarantine name
-             * durable, then drop the old name. */
-            r = fsync_dir_fd(rec->quarantine_fd);
-            if (r < 0)
-                return recovery_fail(rec, dir, name, "cannot sync " QUARANTINE_DIR "/", r);
-            if (unlinkat(from_fd, name, 0) < 0)
-                return recovery_fail(rec, dir, name, "cannot remove its second name", -errno);
-            *sync_from = true;
-            (*counter)++;
-            report(rec, RECOVERY_LOG_WARNING,
-                   "quarantined %s/%s as " QUARANTINE_DIR "/%s: %s (an earlier recovery "
-                   "had moved it already)",
-                   from, name, qname, why);
-            return 0;
-        }
+    r = spool_quarantine_move(from_fd, name, st, rec->quarantine_fd, 0, &qname, &second_name);
+    if (r == -EEXIST)
+        return recovery_fail(rec, dir, name,
+                             "every name for it in " SPOOL_QUARANTINE_DIR "/ is taken", r);
+    if (r < 0)
+        return recovery_fail(rec, dir, name, "cannot move it to " SPOOL_QUARANTINE_DIR "/", r);
+    if (second_name) {
+        /* An earlier recovery moved it here and was stopped before it
+         * synced the directory it came from. Make the quarantine name
+         * durable, then drop the old name. */
+        r = fsync_dir_fd(rec->quarantine_fd);
+        if (r < 0)
+            return recovery_fail(rec, dir, name, "cannot sync " SPOOL_QUARANTINE_DIR "/", r);
+        if (unlinkat(from_fd, name, 0) < 0)
+            return recovery_fail(rec, dir, name, "cannot remove its second name", -errno);
+        *sync_from = true;
+        (*counter)++;
+        report(rec, RECOVERY_LOG_WARNING,
+               "quarantined %s/%s as " SPOOL_QUARANTINE_DIR "/%s: %s (an earlier recovery "
+               "had moved it already)",
+               from, name, qname, why);
+        return 0;
     }
-    return recovery_fail(rec, dir, name, "every name for it in " QUARANTINE_DIR "/ is taken",
-                         -EEXIST);
+    *sync_from = rec->sync_quarantine = true;
+    (*counter)++;
+    report(rec, RECOVERY_LOG_WARNING, "quarantined %s/%s as " SPOOL_QUARANTINE_DIR "/%s: %s",
+           from, name, qname, why);
+    return 0;
 }
 
 static int quarantine(struct recovery *rec, const char *name, const struct stat *st,
@@ -363,7 +304,8 @@ static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
      * promises a complete shard. A failed sync is not retried here. */
     if (fdatasync(fd) < 0)
         return fail_file(rec, c->tmp_name, "fdatasync", -errno);
-    r = rename_noreplace(rec->active_fd, c->tmp_name, rec->done_fd, c->shard_name);
+    r = spool_rename_noreplace(rec->active_fd, c->tmp_name, rec->done_fd, c->shard_name, 0,
+                               NULL);
     if (r < 0)
         return fail_file(rec, c->tmp_name, "cannot rename it into done/", r);
     rec->sync_done = rec->sync_active = true;
@@ -386,7 +328,7 @@ static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
 static int recover_one(struct recovery *rec, const struct candidate *c)
 {
     _cleanup_close_ int fd = -1;
-    char why[NAME_BUF + 160];
+    char why[SPOOL_NAME_SIZE + 160];
     struct stat st, other;
     struct scan s;
     int r;
@@ -463,9 +405,9 @@ static int recover_one(struct recovery *rec, const struct candidate *c)
         return fail_file(rec, c->tmp_name, "read", r);
     if (!s.have_header)
         return quarantine(rec, c->tmp_name, &st, s.why);
-    if (s.header.producer_len != c->producer_len ||
-        memcmp(s.header.producer, c->producer, c->producer_len) != 0 ||
-        s.header.shard_id != c->id) {
+    if (s.header.producer_len != c->name.producer_len ||
+        memcmp(s.header.producer, c->name.producer, c->name.producer_len) != 0 ||
+        s.header.shard_id != c->name.id) {
         snprintf(why, sizeof(why),
                  "its header is for producer %s, shard %016" PRIx64 ", not the one its name says",
                  s.header.producer, s.header.shard_id);
@@ -484,7 +426,7 @@ static int sync_dirs(struct recovery *rec)
         const char *name;
     } dirs[] = {
         { rec->sync_done, rec->done_fd, "done/" },
-        { rec->sync_quarantine, rec->quarantine_fd, QUARANTINE_DIR "/" },
+        { rec->sync_quarantine, rec->quarantine_fd, SPOOL_QUARANTINE_DIR "/" },
         { rec->sync_active, rec->active_fd, "active/" },
     };
     int first = 0;

@@ -23,6 +23,7 @@
 #include "seal.h"
 #include "session.h"
 #include "shard_format.h"
+#include "spool_names.h"
 #include "stats.h"
 
 #define SHARD_BATCH_INITIAL (64u * 1024u)
@@ -205,14 +206,12 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
         free(s->done_name);
         s->tmp_name = NULL;
         s->done_name = NULL;
-        if (asprintf(&s->tmp_name, "%.*s.%016" PRIx64 ".tmp", (int)ident->producer_len,
-                     ident->producer, s->id) < 0 ||
-            asprintf(&s->done_name, "%.*s.%016" PRIx64 ".shard", (int)ident->producer_len,
-                     ident->producer, s->id) < 0) {
-            s->tmp_name = s->done_name = NULL;
-            r = -ENOMEM;
+        r = spool_name_new(SPOOL_TMP, ident->producer, ident->producer_len, s->id, &s->tmp_name);
+        if (r == 0)
+            r = spool_name_new(SPOOL_SHARD, ident->producer, ident->producer_len, s->id,
+                               &s->done_name);
+        if (r < 0)
             goto fail;
-        }
         s->fd = open_beneath(d->active_fd, s->tmp_name);
         if (s->fd >= 0)
             break;
