@@ -29,7 +29,6 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,14 +41,13 @@
 #include "cat.h"
 #include "fileutil.h"
 #include "logctl.h"
-#include "merge.h"
+#include "spool_names.h"
 
 struct followed {
     struct followed *next;
     char *name; /* in active/ */
     char *path; /* as shown in messages */
-    char producer[WIRE_PRODUCER_NAME_MAX + 1];
-    uint64_t id;
+    struct spool_name parsed; /* the producer and id its name says */
     int fd;
     struct shard_reader *reader;
 };
@@ -62,18 +60,6 @@ struct follow {
     bool failed;
     int out_err;
 };
-
-/* "<producer>.<16 hex>.tmp" */
-static int parse_tmp_name(const char *name, char *ret_producer, uint64_t *ret_id)
-{
-    size_t len = strlen(name);
-    char buf[NAME_MAX + 8];
-
-    if (len < 5 || len > NAME_MAX || strcmp(name + len - 4, ".tmp") != 0)
-        return -EINVAL;
-    snprintf(buf, sizeof(buf), "%.*s.shard", (int)(len - 4), name);
-    return merge_parse_source_name(buf, ret_producer, ret_id);
-}
 
 static void drop(struct follow *fl, struct followed *f)
 {
@@ -152,16 +138,18 @@ static int follow_open(struct follow *fl, int dir_fd, const char *dir_path, cons
     return r;
 }
 
-/* A shard that was sealed before we could open it: all of it is new. */
-static void cat_sealed(struct follow *fl, const char *producer, uint64_t id)
+/* A shard that was sealed before we could open it under tmp_name: all of
+ * it is new. */
+static void cat_sealed(struct follow *fl, const char *tmp_name)
 {
-    char name[WIRE_PRODUCER_NAME_MAX + 32];
+    char name[SPOOL_NAME_SIZE];
     _cleanup_free_ char *path = NULL;
     struct shard_reader *reader = NULL;
     bool damaged = false;
     int fd;
 
-    snprintf(name, sizeof(name), "%s.%016" PRIx64 ".shard", producer, id);
+    if (spool_name_sealed(tmp_name, name, sizeof(name)) < 0)
+        return; /* not reached: add() took the name for a shard's */
     if (follow_open(fl, fl->done_fd, fl->done_path, name, &fd) < 0)
         return; /* merged and removed already (gone before we could see it), or reported */
     path = path_join(fl->done_path, name);
@@ -182,17 +170,16 @@ static void cat_sealed(struct follow *fl, const char *producer, uint64_t id)
 static void add(struct follow *fl, const char *name, bool from_start)
 {
     struct followed *f;
-    char producer[WIRE_PRODUCER_NAME_MAX + 1];
-    uint64_t id;
+    struct spool_name parsed;
     int fd, r;
 
-    if (parse_tmp_name(name, producer, &id) < 0 || !cat_wants_producer(fl->o, producer) ||
-        find(fl, name))
+    if (spool_name_parse(name, SPOOL_TMP, &parsed) < 0 ||
+        !cat_wants_producer(fl->o, parsed.producer) || find(fl, name))
         return;
     r = follow_open(fl, fl->active_fd, fl->active_path, name, &fd);
     if (r < 0) {
         if (r == -ENOENT && from_start)
-            cat_sealed(fl, producer, id);
+            cat_sealed(fl, name);
         return;
     }
     f = calloc(1, sizeof(*f));
@@ -209,8 +196,7 @@ static void add(struct follow *fl, const char *name, bool from_start)
         return;
     }
     f->fd = fd;
-    f->id = id;
-    memcpy(f->producer, producer, sizeof(producer));
+    f->parsed = parsed;
     f->next = fl->list;
     fl->list = f;
     drain(fl, f, from_start, false);
@@ -293,8 +279,8 @@ static int handle_events(struct follow *fl, int ifd)
 
 int cat_follow(const struct cat_opts *o, const char *spool)
 {
-    _cleanup_free_ char *active_path = path_join(spool, "active");
-    _cleanup_free_ char *done_path = path_join(spool, "done");
+    _cleanup_free_ char *active_path = path_join(spool, SPOOL_ACTIVE_DIR);
+    _cleanup_free_ char *done_path = path_join(spool, SPOOL_DONE_DIR);
     _cleanup_close_ int active_fd = -1;
     _cleanup_close_ int done_fd = -1;
     _cleanup_close_ int ifd = -1;

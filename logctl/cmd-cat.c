@@ -36,8 +36,8 @@
 #include "fileutil.h"
 #include "json.h"
 #include "logctl.h"
-#include "merge.h"
 #include "shard_format.h"
+#include "spool_names.h"
 
 #define MAX_PRODUCERS 64
 
@@ -289,8 +289,7 @@ static int cat_path(const char *path, const struct cat_opts *o, int *ret_out_err
 /* ---- the spool ---- */
 
 struct spool_file {
-    char producer[WIRE_PRODUCER_NAME_MAX + 1];
-    uint64_t id;
+    struct spool_name parsed; /* the producer and id its name says */
     bool active;
     char *name;
 };
@@ -298,26 +297,11 @@ struct spool_file {
 static int cmp_spool_file(const void *a, const void *b)
 {
     const struct spool_file *x = a, *y = b;
-    int c = strcmp(x->producer, y->producer);
+    int c = strcmp(x->parsed.producer, y->parsed.producer);
 
     if (c)
         return c;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* "<producer>.<16 hex>.tmp", as in active/. */
-static int parse_active_name(const char *name, char *ret_producer, uint64_t *ret_id)
-{
-    size_t len = strlen(name);
-    _cleanup_free_ char *as_shard = NULL;
-
-    if (len < 5 || strcmp(name + len - 4, ".tmp") != 0)
-        return -EINVAL;
-    if (asprintf(&as_shard, "%.*s.shard", (int)(len - 4), name) < 0) {
-        as_shard = NULL;
-        return -ENOMEM;
-    }
-    return merge_parse_source_name(as_shard, ret_producer, ret_id);
+    return x->parsed.id < y->parsed.id ? -1 : x->parsed.id > y->parsed.id;
 }
 
 /* Adds the shards named in dir_fd (done/, or active/ when active) of the
@@ -349,9 +333,8 @@ static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct sp
             break;
         }
         if (de->d_name[0] == '.' ||
-            (active ? parse_active_name(de->d_name, f.producer, &f.id)
-                    : merge_parse_source_name(de->d_name, f.producer, &f.id)) < 0 ||
-            !cat_wants_producer(o, f.producer))
+            spool_name_parse(de->d_name, active ? SPOOL_TMP : SPOOL_SHARD, &f.parsed) < 0 ||
+            !cat_wants_producer(o, f.parsed.producer))
             continue;
         if (*n == *cap) {
             struct spool_file *nv = reallocarray(*v, *cap ? *cap * 2 : 32, sizeof(**v));
@@ -376,8 +359,8 @@ static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct sp
 static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
                      int *ret_out_err)
 {
-    _cleanup_free_ char *active_path = path_join(spool, "active");
-    _cleanup_free_ char *done_path = path_join(spool, "done");
+    _cleanup_free_ char *active_path = path_join(spool, SPOOL_ACTIVE_DIR);
+    _cleanup_free_ char *done_path = path_join(spool, SPOOL_DONE_DIR);
     _cleanup_close_ int active_fd = -1;
     _cleanup_close_ int done_fd = -1;
     struct spool_file *v = NULL;
@@ -427,10 +410,10 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
             v[i].name = NULL;
             free(shown);
             shown = NULL;
-            if (asprintf(&name, "%s.%016" PRIx64 ".shard", v[i].producer, v[i].id) < 0) {
-                r = -ENOMEM;
+            r = spool_name_new(SPOOL_SHARD, v[i].parsed.producer, v[i].parsed.producer_len,
+                               v[i].parsed.id, &name);
+            if (r < 0)
                 break;
-            }
             v[i].name = name;
             if (asprintf(&shown, "%s/%s", done_path, name) < 0) {
                 shown = NULL;

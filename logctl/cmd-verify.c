@@ -24,8 +24,8 @@
 #include "fileutil.h"
 #include "json.h"
 #include "logctl.h"
-#include "merge.h"
 #include "shard_format.h"
+#include "spool_names.h"
 
 enum verdict { V_OK, V_CORRUPT, V_TORN, V_UNREADABLE };
 
@@ -110,8 +110,7 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
     struct shard_reader *reader = NULL;
     struct shard_item item;
     struct shard_skip skip;
-    char producer[WIRE_PRODUCER_NAME_MAX + 1];
-    uint64_t id = 0;
+    struct spool_name parsed = { .id = 0 };
     bool named = false;
     mode_t mode = 0;
     int r;
@@ -130,7 +129,7 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
         return;
     }
     if (done_rules)
-        named = merge_parse_source_name(name, producer, &id) == 0;
+        named = spool_name_parse(name, SPOOL_SHARD, &parsed) == 0;
     r = shard_reader_new(&reader, fd);
     if (r < 0) {
         res->verdict = V_UNREADABLE;
@@ -174,7 +173,8 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
             goto out;
         }
         if (done_rules && named &&
-            (strcmp(item.header->producer, producer) != 0 || item.header->shard_id != id)) {
+            (strcmp(item.header->producer, parsed.producer) != 0 ||
+             item.header->shard_id != parsed.id)) {
             res->verdict = V_CORRUPT;
             res->offset = item.offset;
             res->bytes = item.offset - res->skipped_bytes;
@@ -431,9 +431,9 @@ int logctl_verify(int argc, char **argv)
         return logctl_usage_error("verify", "no file given (FILE... or --spool DIR)");
 
     if (spool) {
-        r = verify_dir(spool, "done", NULL, true, json, quiet, &t);
+        r = verify_dir(spool, SPOOL_DONE_DIR, NULL, true, json, quiet, &t);
         if (r == 0)
-            r = verify_dir(spool, "merged", ".lsm", false, json, quiet, &t);
+            r = verify_dir(spool, SPOOL_MERGED_DIR, SPOOL_MERGED_SUFFIX, false, json, quiet, &t);
     } else {
         for (int i = optind; i < argc; i++) {
             struct result res;
