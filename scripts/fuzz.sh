@@ -8,7 +8,7 @@
 #   bash scripts/fuzz.sh                      every target, 60 s each
 #   bash scripts/fuzz.sh --seconds 600        longer
 #   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json,
-#                                             merge-intent)
+#                                             spool-names, merge-intent)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not to the
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config json merge-intent)
+targets=(wire shard-reader config json spool-names merge-intent)
 seconds=60
 replay_only=false
 build=build-fuzz
@@ -56,7 +56,7 @@ fuzz_dir() {
 }
 for t in "${targets[@]}"; do
   if ! fuzz_dir "$t" >/dev/null; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, merge-intent)" >&2
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, merge-intent)" >&2
     exit 2
   fi
 done

@@ -476,6 +476,45 @@ def json_dict():
     return "\n".join(lines) + "\n"
 
 
+# ---- spool names ---------------------------------------------------------
+
+# fuzz-spool-names.c reads one byte first: 0 parses a name, 1 formats one
+# (a kind byte, an id of 8 bytes, the producer), 2 makes a merged name (8
+# bytes of seconds, 4 of nanoseconds, 2 of attempt). Names follow
+# docs/FORMAT.md, "Files in the spool".
+def spool_names_seeds():
+    s = {}
+    good = {
+        "tmp": b"app.0000000000000001.tmp",
+        "shard": b"app.00000000000000ff.shard",
+        "dots": b"a.b.c.0123456789abcdef.shard",
+        "dash": b"-x_9.ffffffffffffffff.tmp",
+        "longest": b"n" * 64 + b".0000000000000001.shard",
+    }
+    bad = {
+        "upper-hex": b"app.000000000000000F.shard",
+        "15-digits": b"app.000000000000001.shard",
+        "17-digits": b"app.00000000000000001.shard",
+        "no-producer": b".0000000000000001.shard",
+        "dot-producer": b".app.0000000000000001.tmp",
+        "slash": b"a/b.0000000000000001.shard",
+        "too-long": b"n" * 65 + b".0000000000000001.shard",
+        "quarantined": b"app.0000000000000001.shard.1",
+        "merged": b"merged-20240101T120000.123456789Z.lsm",
+        "nul": b"app\0.0000000000000001.shard",
+    }
+    for name, text in list(good.items()) + list(bad.items()):
+        s["parse-" + name] = b"\x00" + text
+    s["format-tmp"] = b"\x01\x00" + struct.pack("<Q", 1) + b"app"
+    s["format-shard"] = b"\x01\x01" + struct.pack("<Q", 2**64 - 1) + b"a.b"
+    s["format-bad-producer"] = b"\x01\x01" + struct.pack("<Q", 7) + b".hidden"
+    s["format-nul"] = b"\x01\x00" + struct.pack("<Q", 7) + b"a\0b"
+    s["merged"] = b"\x02" + struct.pack("<qIH", 1704110400, 123456789, 0)
+    s["merged-suffix"] = b"\x02" + struct.pack("<qIH", 1704110400, 5, 999)
+    s["merged-far"] = b"\x02" + struct.pack("<qIH", 2**62, 0, 1)
+    return s
+
+
 def write(target, seeds):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -493,6 +532,7 @@ def main():
     write("shard-reader", shard_seeds())
     write("config", config_seeds())
     write("json", json_seeds())
+    write("spool-names", spool_names_seeds())
     with open(os.path.join(HERE, "fuzz-config.dict"), "w") as f:
         f.write(config_dict())
     with open(os.path.join(HERE, "fuzz-json.dict"), "w") as f:
