@@ -43,10 +43,7 @@
 
 #include "fileutil.h"
 #include "shard_format.h"
-
-/* How many suffixed names (".1" to ".999") a move tries when quarantine/
- * already has a file of the source's name. */
-#define QUARANTINE_MAX_SUFFIX 999u
+#include "spool_names.h"
 
 /* Errors that say nothing about the source but stop the whole merge. */
 static bool fatal_error(int err)
@@ -248,9 +245,9 @@ static int open_quarantine(int spool_fd, int *ret_fd)
 {
     int fd, r;
 
-    if (mkdirat(spool_fd, MERGE_QUARANTINE_DIR, 0750) < 0 && errno != EEXIST)
+    if (mkdirat(spool_fd, SPOOL_QUARANTINE_DIR, 0750) < 0 && errno != EEXIST)
         return -errno;
-    fd = openat(spool_fd, MERGE_QUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    fd = openat(spool_fd, SPOOL_QUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return -errno;
     r = fsync_dir_fd(spool_fd);
@@ -262,48 +259,26 @@ static int open_quarantine(int spool_fd, int *ret_fd)
     return 0;
 }
 
-/* Moves done/<name> to quarantine/, under its own name or, when another
- * file has that name, with ".1" to ".999" added. Returns 0 with the new
- * name in *ret_qname, or a negative errno (the file stays in done/). */
+/* Moves done/<name> to quarantine/ (spool_quarantine_move: its own name,
+ * or with ".1" to ".999" added, never replacing a file). Returns 0 with the
+ * new name in *ret_qname, or a negative errno (the file stays in done/). */
 static int quarantine_one(int done_fd, int q_fd, const char *name, char **ret_qname)
 {
-    struct stat st;
+    bool second_name;
+    char *qname;
+    int r = spool_quarantine_move(done_fd, name, NULL, q_fd, 0, &qname, &second_name);
 
-    if (fstatat(done_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return -errno;
-    for (unsigned i = 0; i <= QUARANTINE_MAX_SUFFIX; i++) {
-        struct stat qst;
-        char *qname;
-        int r;
-
-        if (i == 0)
-            r = asprintf(&qname, "%s", name);
-        else
-            r = asprintf(&qname, "%s.%u", name, i);
-        if (r < 0)
-            return -ENOMEM;
-        r = merge_rename_noreplace(done_fd, name, q_fd, qname);
-        if (r == 0) {
-            *ret_qname = qname;
-            return 0;
-        }
-        if (r == -EEXIST && fstatat(q_fd, qname, &qst, AT_SYMLINK_NOFOLLOW) == 0 &&
-            qst.st_dev == st.st_dev && qst.st_ino == st.st_ino) {
-            /* An earlier move through link(2) was stopped before it removed
-             * the done/ name: the quarantine name is already there. */
-            if (unlinkat(done_fd, name, 0) < 0) {
-                r = -errno;
-                free(qname);
-                return r;
-            }
-            *ret_qname = qname;
-            return 0;
-        }
+    if (r < 0)
+        return r;
+    /* An earlier move through link(2) was stopped before it removed the
+     * done/ name: the quarantine name is already there. */
+    if (second_name && unlinkat(done_fd, name, 0) < 0) {
+        r = -errno;
         free(qname);
-        if (r != -EEXIST)
-            return r;
+        return r;
     }
-    return -EEXIST;
+    *ret_qname = qname;
+    return 0;
 }
 
 int merge_set_aside(int spool_fd, const char *spool, int done_fd, const char *done_path,
@@ -358,7 +333,7 @@ int merge_set_aside(int spool_fd, const char *spool, int done_fd, const char *do
             e = fsync_dir_fd(done_fd);
         if (e < 0 && r == 0)
             r = merge_fail(res, e, "%s/%s and %s: fsync after moving damaged shards: %s", spool,
-                           MERGE_QUARANTINE_DIR, done_path, strerror(-e));
+                           SPOOL_QUARANTINE_DIR, done_path, strerror(-e));
     }
     return r;
 }

@@ -39,6 +39,7 @@
 
 #include "crc32c.h"
 #include "fileutil.h"
+#include "spool_names.h"
 
 #define INTENT_MAGIC "logshard-merge-intent 1"
 /* Far above any real merge (about 100 bytes per source), and a bound on
@@ -336,7 +337,7 @@ int merge_intent_read(int spool_fd, const char *path, struct merge_intent *ret,
     ssize_t n;
     int r;
 
-    r = open_regular_at(spool_fd, MERGE_INTENT_NAME, O_NOFOLLOW, &fd, &mode);
+    r = open_regular_at(spool_fd, SPOOL_MERGE_INTENT, O_NOFOLLOW, &fd, &mode);
     if (r == -ENOENT)
         return -ENOENT;
     if (r == -EISDIR || r == -EBADFD || r == -ELOOP)
@@ -372,15 +373,15 @@ int merge_intent_read(int spool_fd, const char *path, struct merge_intent *ret,
 int merge_intent_write(int spool_fd, const char *spool, const char *text, size_t len,
                        struct merge_result *res)
 {
-    _cleanup_free_ char *tmp_path = path_join(spool, MERGE_INTENT_TMP_NAME);
-    _cleanup_free_ char *path = path_join(spool, MERGE_INTENT_NAME);
+    _cleanup_free_ char *tmp_path = path_join(spool, SPOOL_MERGE_INTENT_TMP);
+    _cleanup_free_ char *path = path_join(spool, SPOOL_MERGE_INTENT);
     int fd, r;
 
     if (!tmp_path || !path)
         return merge_fail(res, -ENOMEM, "out of memory");
     /* We hold the lock and removed any leftover, so O_TRUNC clobbers
      * nothing of anyone's. */
-    fd = openat(spool_fd, MERGE_INTENT_TMP_NAME,
+    fd = openat(spool_fd, SPOOL_MERGE_INTENT_TMP,
                 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0)
         return merge_fail(res, -errno, "%s: cannot create: %s", tmp_path, strerror(errno));
@@ -399,8 +400,8 @@ int merge_intent_write(int spool_fd, const char *spool, const char *text, size_t
         goto fail_tmp;
     }
     fd = -1;
-    if (renameat(spool_fd, MERGE_INTENT_TMP_NAME, spool_fd, MERGE_INTENT_NAME) < 0) {
-        r = merge_fail(res, -errno, "%s: cannot rename %s to it: %s", path, MERGE_INTENT_TMP_NAME,
+    if (renameat(spool_fd, SPOOL_MERGE_INTENT_TMP, spool_fd, SPOOL_MERGE_INTENT) < 0) {
+        r = merge_fail(res, -errno, "%s: cannot rename %s to it: %s", path, SPOOL_MERGE_INTENT_TMP,
                        strerror(errno));
         goto fail_tmp;
     }
@@ -408,7 +409,7 @@ int merge_intent_write(int spool_fd, const char *spool, const char *text, size_t
     if (r < 0) {
         /* Not durable, so not relied on: nothing was created yet, and an
          * intent that does survive is rolled back by the next merge. */
-        (void)unlinkat(spool_fd, MERGE_INTENT_NAME, 0);
+        (void)unlinkat(spool_fd, SPOOL_MERGE_INTENT, 0);
         return merge_fail(res, r, "%s: fsync: %s", spool, strerror(-r));
     }
     return 0;
@@ -417,22 +418,22 @@ fail_fd:
     (void)close(fd); /* the file is discarded */
 fail_tmp:
     /* A leftover merge.intent.tmp is removed by the next merge anyway. */
-    (void)unlinkat(spool_fd, MERGE_INTENT_TMP_NAME, 0);
+    (void)unlinkat(spool_fd, SPOOL_MERGE_INTENT_TMP, 0);
     return r;
 }
 
 int merge_intent_remove(int spool_fd, const char *spool, struct merge_result *res)
 {
-    _cleanup_free_ char *path = path_join(spool, MERGE_INTENT_NAME);
+    _cleanup_free_ char *path = path_join(spool, SPOOL_MERGE_INTENT);
     int r;
 
     if (!path)
         return merge_fail(res, -ENOMEM, "out of memory");
-    if (unlinkat(spool_fd, MERGE_INTENT_NAME, 0) < 0)
+    if (unlinkat(spool_fd, SPOOL_MERGE_INTENT, 0) < 0)
         return merge_fail(res, -errno, "%s: cannot remove: %s", path, strerror(errno));
     r = fsync_dir_fd(spool_fd);
     if (r < 0)
-        return merge_fail(res, r, "%s: fsync after removing %s: %s", spool, MERGE_INTENT_NAME,
+        return merge_fail(res, r, "%s: fsync after removing %s: %s", spool, SPOOL_MERGE_INTENT,
                           strerror(-r));
     return 0;
 }

@@ -15,7 +15,6 @@
 #include "merge.h"
 
 /* The directory of the spool that damaged sources are moved to. */
-#define MERGE_QUARANTINE_DIR "quarantine"
 
 /* Sets res->error from fmt and returns err, so that failures read
  * "return merge_fail(res, -E..., ...);". (merge-run.c) */
@@ -55,22 +54,11 @@ int merge_default_output_dir(const char *spool, char **ret_path, struct merge_re
  * merges in the same second get different names. The clock may repeat a
  * value (coarse clocks, a step back), so a taken name gets "-<n>" added
  * until one is free; merges of one spool are serialised by the lock, so
- * the check cannot race with another default-named merge, and
- * merge_publish() refuses to replace anything in any case. */
+ * the check cannot race with another default-named merge, and the
+ * publishing rename (spool_rename_noreplace) refuses to replace anything in
+ * any case. */
 int merge_default_output_name(int dir_fd, const char *dir, char **ret_base,
                               struct merge_result *res);
-
-/* Gives tmp the name base, never replacing an existing file. renameat2 with
- * RENAME_NOREPLACE does that atomically; filesystems that do not support the
- * flag answer EINVAL, and then link(2), which also fails with EEXIST rather
- * than replace, followed by unlinking the temp name gives the same
- * guarantee. A check-then-rename would race with another merge.
- * *ret_temp_left says whether the temp name is still there (the link path,
- * when its unlink failed): the output is published all the same. */
-int merge_publish(int dir_fd, const char *tmp, const char *base, bool *ret_temp_left);
-
-/* Moves old_name to new_name without ever replacing a file. */
-int merge_rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name);
 
 /* ---- the check pass and what it sets aside (merge-check.c) ---- */
 

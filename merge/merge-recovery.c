@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "fileutil.h"
+#include "spool_names.h"
 
 #define COMPARE_BUFFER (256u * 1024u)
 
@@ -245,8 +246,8 @@ static int recover_from(int spool_fd, const char *spool, int done_fd, const char
 int merge_recover(int spool_fd, const char *spool, int done_fd, const char *done_path,
                   const struct merge_opts *opts, struct merge_result *res)
 {
-    _cleanup_free_ char *intent_path = path_join(spool, MERGE_INTENT_NAME);
-    _cleanup_free_ char *tmp_path = path_join(spool, MERGE_INTENT_TMP_NAME);
+    _cleanup_free_ char *intent_path = path_join(spool, SPOOL_MERGE_INTENT);
+    _cleanup_free_ char *tmp_path = path_join(spool, SPOOL_MERGE_INTENT_TMP);
     struct merge_intent in = { 0 };
     int r;
 
@@ -254,7 +255,7 @@ int merge_recover(int spool_fd, const char *spool, int done_fd, const char *done
         return merge_fail(res, -ENOMEM, "out of memory");
     /* An intent that never got its final name: the merge that wrote it
      * had not created its temp file yet. */
-    if (unlinkat(spool_fd, MERGE_INTENT_TMP_NAME, 0) < 0 && errno != ENOENT)
+    if (unlinkat(spool_fd, SPOOL_MERGE_INTENT_TMP, 0) < 0 && errno != ENOENT)
         return merge_fail(res, -errno, "%s: cannot remove: %s", tmp_path, strerror(errno));
     r = merge_intent_read(spool_fd, intent_path, &in, res);
     if (r == -ENOENT)

@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "fileutil.h"
+#include "spool_names.h"
 
 int merge_fail(struct merge_result *res, int err, const char *fmt, ...)
 {
@@ -80,13 +81,13 @@ int merge_fail(struct merge_result *res, int err, const char *fmt, ...)
 
 static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct merge_result *res)
 {
-    _cleanup_free_ char *path = path_join(spool, MERGE_LOCK_NAME);
+    _cleanup_free_ char *path = path_join(spool, SPOOL_MERGE_LOCK);
     char buf[32];
     int fd;
 
     if (!path)
         return merge_fail(res, -ENOMEM, "out of memory");
-    fd = openat(spool_fd, MERGE_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+    fd = openat(spool_fd, SPOOL_MERGE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0)
         return merge_fail(res, -errno, "%s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -263,7 +264,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     out_path = opts->output ? strdup(opts->output) : path_join(out_dir, out_base);
     if (!out_path)
         return merge_fail(res, -ENOMEM, "out of memory");
-    /* Only a courtesy, to fail before copying: merge_publish() is what really
+    /* Only a courtesy, to fail before copying: spool_rename_noreplace() is what really
      * guarantees that nothing is replaced. */
     if (fstatat(dir_fd, out_base, &st, AT_SYMLINK_NOFOLLOW) == 0)
         return merge_fail(res, -EEXIST, "%s: already exists; refusing to overwrite it", out_path);
@@ -274,10 +275,8 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     if (!abs_dir)
         return merge_fail(res, -errno, "%s: %s", out_dir, strerror(errno));
 
-    if (asprintf(&tmp_name, ".%s.%ld.tmp", out_base, (long)getpid()) < 0) {
-        tmp_name = NULL;
+    if (spool_merged_temp_name(out_base, getpid(), &tmp_name) < 0)
         return merge_fail(res, -ENOMEM, "out of memory");
-    }
     tmp_path = path_join(out_dir, tmp_name);
     if (!tmp_path)
         return merge_fail(res, -ENOMEM, "out of memory");
@@ -288,7 +287,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                             res->n_sources, &intent_text, &intent_len);
     if (r == -EFBIG)
         return merge_fail(res, r, "%s/%s: too many sources (%zu) for one merge", opts->spool,
-                          MERGE_INTENT_NAME, res->n_sources);
+                          SPOOL_MERGE_INTENT, res->n_sources);
     if (r < 0)
         return merge_fail(res, r, "out of memory");
     r = merge_intent_write(spool_fd, opts->spool, intent_text, intent_len, res);
@@ -304,7 +303,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
         /* A file already under the temp name is not ours: it must not be
          * removed, so the intent naming it goes without the clean-up. */
         if (r == -EEXIST) {
-            if (unlinkat(spool_fd, MERGE_INTENT_NAME, 0) == 0)
+            if (unlinkat(spool_fd, SPOOL_MERGE_INTENT, 0) == 0)
                 (void)fsync_dir_fd(spool_fd); /* a surviving intent only rolls back */
             return r;
         }
@@ -332,7 +331,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
 
     /* Step 3, the commit point. */
     tried_publish = true;
-    r = merge_publish(dir_fd, tmp_name, out_base, &temp_left);
+    r = spool_rename_noreplace(dir_fd, tmp_name, dir_fd, out_base, 0, &temp_left);
     if (r == -EEXIST) {
         r = merge_fail(res, r, "%s: already exists; refusing to overwrite it", out_path);
         goto fail_tmp;
@@ -356,7 +355,7 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                           "%s: written, but fsync of its directory %s failed: %s; it may not "
                           "survive a crash (the sources are untouched, and %s/%s is kept so the "
                           "next merge syncs again before it finishes)",
-                          res->output_path, out_dir, strerror(-r), opts->spool, MERGE_INTENT_NAME);
+                          res->output_path, out_dir, strerror(-r), opts->spool, SPOOL_MERGE_INTENT);
     /* Step 5. */
     if (opts->delete_sources) {
         r = merge_delete_sources(done_fd, done_path, res->sources, res->n_sources, opts,
@@ -388,7 +387,7 @@ fail_tmp:
     }
     if (fsync_dir_fd(dir_fd) < 0)
         return r;
-    if (have_intent && unlinkat(spool_fd, MERGE_INTENT_NAME, 0) == 0)
+    if (have_intent && unlinkat(spool_fd, SPOOL_MERGE_INTENT, 0) == 0)
         (void)fsync_dir_fd(spool_fd); /* a surviving intent only rolls back */
     return r;
 }

@@ -15,9 +15,9 @@
  * that straddles the time stays for a later merge.
  *
  * Names a merge writes: the output (given, or
- * <spool>/merged/merged-<UTC time>Z.lsm), and the two no-replace renames,
- * publishing the output and moving a damaged source to quarantine/, which
- * never replace a file that is already there. */
+ * <spool>/merged/merged-<UTC time>Z.lsm). Every spool name is formatted and
+ * parsed by common/spool_names.c, which also owns the no-replace rename
+ * that publishes the output and moves a damaged source to quarantine/. */
 #include "merge-internal.h"
 
 #include <dirent.h>
@@ -31,47 +31,17 @@
 #include <unistd.h>
 
 #include "fileutil.h"
-#include "wire.h"
-
-#define SHARD_SUFFIX ".shard"
-#define SHARD_ID_DIGITS 16u
+#include "spool_names.h"
 
 int merge_parse_source_name(const char *name, char *ret_producer, uint64_t *ret_id)
 {
-    size_t len = strlen(name);
-    size_t suffix = strlen(SHARD_SUFFIX);
-    const char *idp;
-    size_t plen;
-    uint64_t id = 0;
+    struct spool_name n;
+    int r = spool_name_parse(name, SPOOL_SHARD, &n);
 
-    if (len < 1 + 1 + SHARD_ID_DIGITS + suffix)
-        return -EINVAL;
-    if (memcmp(name + len - suffix, SHARD_SUFFIX, suffix) != 0)
-        return -EINVAL;
-    /* The id has no dots, so taking the 16 characters before ".shard" and
-     * requiring a dot before them is the split at the last two dots. */
-    idp = name + len - suffix - SHARD_ID_DIGITS;
-    if (idp[-1] != '.')
-        return -EINVAL;
-    for (size_t i = 0; i < SHARD_ID_DIGITS; i++) {
-        char c = idp[i];
-        unsigned digit;
-
-        if (c >= '0' && c <= '9')
-            digit = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            digit = (unsigned)(c - 'a') + 10u;
-        else
-            return -EINVAL; /* the daemon writes lowercase only */
-        id = (id << 4) | digit;
-    }
-    plen = (size_t)(idp - 1 - name);
-    /* The rule also refuses a leading '.', which skips dotfiles. */
-    if (wire_check_producer_name(name, plen) < 0)
-        return -EINVAL;
-    memcpy(ret_producer, name, plen);
-    ret_producer[plen] = '\0';
-    *ret_id = id;
+    if (r < 0)
+        return r;
+    memcpy(ret_producer, n.producer, n.producer_len + 1);
+    *ret_id = n.id;
     return 0;
 }
 
@@ -247,23 +217,9 @@ int merge_split_output(const char *path, char **ret_dir, char **ret_base)
     return 0;
 }
 
-int merge_publish(int dir_fd, const char *tmp, const char *base, bool *ret_temp_left)
-{
-    *ret_temp_left = false;
-    if (renameat2(dir_fd, tmp, dir_fd, base, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL && errno != ENOSYS)
-        return -errno;
-    if (linkat(dir_fd, tmp, dir_fd, base, 0) < 0)
-        return -errno;
-    if (unlinkat(dir_fd, tmp, 0) < 0 && errno != ENOENT)
-        *ret_temp_left = true;
-    return 0;
-}
-
 int merge_default_output_dir(const char *spool, char **ret_path, struct merge_result *res)
 {
-    char *merged = path_join(spool, "merged");
+    char *merged = path_join(spool, SPOOL_MERGED_DIR);
     int r;
 
     if (!merged)
@@ -287,50 +243,28 @@ int merge_default_output_dir(const char *spool, char **ret_path, struct merge_re
 int merge_default_output_name(int dir_fd, const char *dir, char **ret_base,
                               struct merge_result *res)
 {
+    char first[SPOOL_MERGED_NAME_SIZE];
     struct timespec ts;
-    struct tm tm;
-    char date[32];
+    int r;
 
     (void)clock_gettime(CLOCK_REALTIME, &ts); /* cannot fail for this clock */
-    if (!gmtime_r(&ts.tv_sec, &tm) || strftime(date, sizeof(date), "%Y%m%dT%H%M%S", &tm) == 0)
-        return merge_fail(res, -EOVERFLOW, "cannot format the current time");
-    for (unsigned n = 0; n < 1000; n++) {
+    for (unsigned n = 0; n <= SPOOL_MERGED_MAX_SUFFIX; n++) {
+        char name[SPOOL_MERGED_NAME_SIZE];
         struct stat st;
-        char *base;
-        int k;
 
+        r = spool_merged_name(&ts, n, name, sizeof(name));
+        if (r < 0)
+            return merge_fail(res, r, "cannot name the output for the current time: %s",
+                              strerror(-r));
         if (n == 0)
-            k = asprintf(&base, "merged-%s.%09ldZ.lsm", date, (long)ts.tv_nsec);
-        else
-            k = asprintf(&base, "merged-%s.%09ldZ-%u.lsm", date, (long)ts.tv_nsec, n);
-        if (k < 0)
-            return merge_fail(res, -ENOMEM, "out of memory");
-        if (fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT) {
-                *ret_base = base;
-                return 0;
-            }
-            k = -errno;
-            free(base);
-            return merge_fail(res, k, "%s: %s", dir, strerror(-k));
+            memcpy(first, name, sizeof(first));
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT)
+                return merge_fail(res, -errno, "%s: %s", dir, strerror(errno));
+            *ret_base = strdup(name);
+            return *ret_base ? 0 : merge_fail(res, -ENOMEM, "out of memory");
         }
-        free(base);
     }
-    return merge_fail(res, -EEXIST, "%s: no free output name for the time %s", dir, date);
-}
-
-int merge_rename_noreplace(int old_dir, const char *old_name, int new_dir, const char *new_name)
-{
-    if (renameat2(old_dir, old_name, new_dir, new_name, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL && errno != ENOSYS)
-        return -errno;
-    /* No RENAME_NOREPLACE here: link(2) never replaces either. A kill
-     * between the two calls leaves two names on one inode, which the next
-     * move recognises. */
-    if (linkat(old_dir, old_name, new_dir, new_name, 0) < 0)
-        return -errno;
-    if (unlinkat(old_dir, old_name, 0) < 0)
-        return -errno;
-    return 0;
+    return merge_fail(res, -EEXIST, "%s: %s and its %u suffixed names are all taken", dir, first,
+                      SPOOL_MERGED_MAX_SUFFIX);
 }

@@ -74,10 +74,8 @@ int merge_copy(int in_fd, int out_fd, uint64_t len, bool force_fallback, bool *r
 int merge_copy_at(int in_fd, int out_fd, int64_t out_off, uint64_t len, bool force_fallback,
                   bool *ret_fell_back);
 
-/* The files a merge keeps in the spool directory itself. */
-#define MERGE_LOCK_NAME "merge.lock"
-#define MERGE_INTENT_NAME "merge.intent"
-#define MERGE_INTENT_TMP_NAME "merge.intent.tmp"
+/* The files a merge keeps in the spool directory itself (merge.lock,
+ * merge.intent, merge.intent.tmp) are named in common/spool_names.h. */
 
 /* Points in a merge at which merge_opts.at_step is called; tests end the
  * process there to leave exactly the state a kill at that instant leaves. */

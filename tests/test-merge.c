@@ -35,6 +35,7 @@
 #include "fileutil.h"
 #include "merge.h"
 #include "shard_format.h"
+#include "spool_names.h"
 
 #define BASE_TS 1700000000000000000ull
 
@@ -556,8 +557,8 @@ static void test_copy_short_source(void **state)
  * half-written intent, no temp file next to the outputs. */
 static void check_no_leftovers(const struct fixture *f)
 {
-    char *intent = join(f->spool, MERGE_INTENT_NAME);
-    char *intent_tmp = join(f->spool, MERGE_INTENT_TMP_NAME);
+    char *intent = join(f->spool, SPOOL_MERGE_INTENT);
+    char *intent_tmp = join(f->spool, SPOOL_MERGE_INTENT_TMP);
     DIR *d;
     struct dirent *de;
 
@@ -1184,7 +1185,7 @@ struct delete_watch {
 static int watch_copy(const struct merge_source *src, void *userdata)
 {
     struct delete_watch *w = userdata;
-    char *intent = join(w->f->spool, MERGE_INTENT_NAME);
+    char *intent = join(w->f->spool, SPOOL_MERGE_INTENT);
 
     (void)src;
     /* The intent is durable before the copy starts; nothing is gone yet. */
@@ -1346,7 +1347,7 @@ static void run_crash_case(const struct crash_case *c)
     fixture_init(&f);
     write_sorted_specs_shuffled(f.done);
     out = join(f.out, "merged.lsm");
-    intent = join(f.spool, MERGE_INTENT_NAME);
+    intent = join(f.spool, SPOOL_MERGE_INTENT);
     opts.spool = f.spool;
     opts.output = out;
     opts.delete_sources = c->delete_sources;
@@ -1474,7 +1475,7 @@ static void test_merge_stray_intent_tmp(void **state)
     fixture_init(&f);
     write_sorted_specs_shuffled(f.done);
     out = join(f.out, "merged.lsm");
-    p = join(f.spool, MERGE_INTENT_TMP_NAME);
+    p = join(f.spool, SPOOL_MERGE_INTENT_TMP);
     write_file(p, "logshard-merge-intent 1\ndelete 1\ndir /", 38);
     opts.spool = f.spool;
     opts.output = out;
@@ -1529,7 +1530,7 @@ static void test_merge_refuses_unclear_recovery(void **state)
     fixture_init(&f);
     write_sorted_specs_shuffled(f.done);
     out = join(f.out, "merged.lsm");
-    intent = join(f.spool, MERGE_INTENT_NAME);
+    intent = join(f.spool, SPOOL_MERGE_INTENT);
     moved = join(f.tmp, "moved.lsm");
     opts.spool = f.spool;
     opts.output = out;
@@ -1646,7 +1647,7 @@ static void test_merge_lock(void **state)
     fixture_init(&f);
     write_sorted_specs_shuffled(f.done);
     out = join(f.out, "merged.lsm");
-    lock = join(f.spool, MERGE_LOCK_NAME);
+    lock = join(f.spool, SPOOL_MERGE_LOCK);
     opts.spool = f.spool;
     opts.output = out;
     opts.delete_sources = true;
