@@ -23,6 +23,7 @@
 #include "bench.h"
 #include "fileutil.h"
 #include "shard_format.h"
+#include "spool_names.h"
 
 #define COPY_BUFFER (128u * 1024u)
 
@@ -46,8 +47,9 @@ static int cmp_name(const void *a, const void *b)
 
 static bool is_shard_name(const char *name)
 {
-    size_t len = strlen(name);
-    return name[0] != '.' && len > 6 && strcmp(name + len - 6, ".shard") == 0;
+    struct spool_name n;
+
+    return spool_name_parse(name, SPOOL_SHARD, &n) == 0;
 }
 
 static int list_shards(const char *done, struct shard_list *l)
@@ -341,13 +343,13 @@ int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
     len += t.trailer_len;
 
     for (uint64_t i = 0; i < shards; i++) {
-        char name[64];
+        char name[SPOOL_NAME_SIZE];
         _cleanup_close_ int fd = -1;
 
         h.shard_id = i + 1;
         h.created_ns = now_realtime_ns();
         (void)shard_encode_header(buf, &h);
-        snprintf(name, sizeof(name), "bench.%016" PRIx64 ".shard", h.shard_id);
+        (void)spool_name_format(SPOOL_SHARD, "bench", 5, h.shard_id, name, sizeof(name));
         fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
         if (fd < 0) {
             snprintf(why, why_len, "cannot create %s/%s: %s", done, name, strerror(errno));
