@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "list.h"
+#include "memory.h"
 
 struct io;
 struct listener;
@@ -54,19 +55,6 @@ struct stats_rate_sample {
     uint64_t bytes;
 };
 
-/* Released batch buffers kept for reuse (shard.c): mapped memory whose
- * pages are already there, so a new burst does not fault them in again. */
-#define BATCH_POOL_SLOTS 16u
-#define BATCH_POOL_MAX_BYTES (16u * 1024u * 1024u)
-struct batch_pool {
-    struct {
-        unsigned char *buf;
-        size_t cap;
-    } slot[BATCH_POOL_SLOTS];
-    unsigned n;
-    size_t bytes;
-};
-
 /* What the command line said; it wins over the file, at start and at every
  * reload. */
 struct daemon_args {
@@ -100,12 +88,12 @@ struct daemon {
     int active_fd;
     int done_fd;
     size_t seal_align; /* sealed shards end on a multiple of this (0: none) */
-    struct batch_pool batch_pool;
+    struct batch_pool batch_pool; /* memory.c's */
     uint64_t last_shard_id;
 
     struct list_node sessions;     /* struct session.node */
     struct list_node paused_sessions; /* sessions not reading: over a budget */
-    uint64_t memory_bytes;         /* receive and batch buffers, all sessions */
+    uint64_t memory_bytes;         /* receive and batch buffers, all sessions (memory.c's) */
     uint64_t open_shards;
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;

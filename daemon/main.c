@@ -27,6 +27,7 @@
 #include "io.h"
 #include "listener.h"
 #include "log.h"
+#include "memory.h"
 #include "logshard-build.h"
 #include "metrics.h"
 #include "notify.h"
@@ -528,7 +529,7 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(&loop);
     spool_close(&d);
-    shard_pool_drain(&d);
+    memory_pool_drain(&d);
     config_free(&d.config);
     free(d.rx_scratch);
     return r;

@@ -158,8 +158,6 @@ void session_rx_stop(struct session *s);
 void session_rx_pump(struct session *s);
 /* Gives back the receive buffer and the memory it counted for. */
 void session_rx_release(struct session *s);
-/* Whether the daemon's memory is low enough for paused sessions to read. */
-bool session_memory_eased(const struct daemon *d);
 
 /* ---- session-ack.c: the ACK ledger and the session's shards ---- */
 

@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
+#include "memory.h"
 #include "session-internal.h"
 #include "shard.h"
 
@@ -47,29 +48,17 @@ static void set_rx(struct session *s, enum session_rx next)
 
 /* ---- memory ---- */
 
-/* The daemon's memory counts every session's receive buffer. */
-static void mem_adjust(struct daemon *d, size_t add, size_t sub)
-{
-    d->memory_bytes += add;
-    d->memory_bytes -= sub;
-}
-
-bool session_memory_eased(const struct daemon *d)
-{
-    return d->memory_bytes <= d->config.memory_limit_bytes / 4 * 3;
-}
-
 /* The receive buffer counts here but not for resuming (session_rx_pump()):
- * it may hold a partial frame that only more reading can complete. */
+ * it may hold a partial frame that only more reading can complete. The
+ * daemon's memory counts every session's receive buffer (memory.c). */
 static bool over_budget(const struct session *s)
 {
-    return session_buffered_bytes(s) + s->rx_cap > s->d->config.session_buffer_bytes ||
-           s->d->memory_bytes > s->d->config.memory_limit_bytes;
+    return memory_over_budget(s->d, session_buffered_bytes(s) + s->rx_cap);
 }
 
 void session_rx_release(struct session *s)
 {
-    mem_adjust(s->d, 0, s->rx_cap);
+    memory_adjust(s->d, 0, s->rx_cap);
     free(s->rx_buf);
     s->rx_buf = NULL;
     s->rx_len = s->rx_cap = 0;
@@ -87,7 +76,7 @@ static int rx_reserve(struct session *s, size_t cap)
     nb = realloc(s->rx_buf, cap);
     if (!nb)
         return -ENOMEM;
-    mem_adjust(s->d, cap, s->rx_cap);
+    memory_adjust(s->d, cap, s->rx_cap);
     s->rx_buf = nb;
     s->rx_cap = cap;
     return 0;
@@ -373,9 +362,8 @@ void session_rx_pump(struct session *s)
         if (session_is_open(s) && s->rx == RX_STOPPED)
             session_start_reading(s);
     }
-    if (s->rx == RX_PAUSED &&
-        session_buffered_bytes(s) <= s->d->config.session_buffer_bytes / 2 &&
-        session_memory_eased(s->d)) {
+    if (s->rx == RX_PAUSED && memory_session_may_resume(s->d, session_buffered_bytes(s)) &&
+        memory_daemon_may_resume(s->d)) {
         set_rx(s, RX_STOPPED);
         session_start_reading(s);
     }

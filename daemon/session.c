@@ -34,6 +34,7 @@
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
+#include "memory.h"
 #include "notify.h"
 #include "session-internal.h"
 #include "shard.h"
@@ -214,11 +215,11 @@ void session_resume_paused(struct daemon *d)
 {
     struct list_node *n, *tmp;
 
-    if (!session_memory_eased(d))
+    if (!memory_daemon_may_resume(d))
         return;
     list_for_each_safe(n, tmp, &d->paused_sessions) {
         struct session *p = list_entry(n, struct session, paused_node);
-        if (session_buffered_bytes(p) <= d->config.session_buffer_bytes / 2)
+        if (memory_session_may_resume(d, session_buffered_bytes(p)))
             session_pump(p);
     }
 }

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include "daemon.h"
 #include "fileutil.h"
 #include "log.h"
+#include "memory.h"
 #include "notify.h"
 #include "seal.h"
 #include "session.h"
@@ -32,90 +32,25 @@
  * small. Both keep the copying of realloc linear in the bytes. */
 #define SHARD_BATCH_DOUBLE_MAX (1024u * 1024u)
 
-/* Batch buffers are mappings of their own, grown with mremap: growing one
- * moves page-table entries instead of copying, and leaves no hole behind.
- * Buffers carved from malloc's heap did (each growth freed the smaller
- * copy, which the heap kept), and under a sustained flood those holes
- * added about a fifth to the daemon's RSS beyond the buffers it counts.
- * A released buffer goes to a small pool, so the next burst reuses its
- * pages instead of faulting fresh ones in; beyond the pool it is unmapped,
- * which gives its memory back at once. */
-
-/* Take a pooled buffer of at least need bytes, the smallest that fits. */
-static bool pool_take(struct batch_pool *p, size_t need, struct shard_batch *b)
-{
-    unsigned best = p->n;
-
-    for (unsigned i = 0; i < p->n; i++)
-        if (p->slot[i].cap >= need && (best == p->n || p->slot[i].cap < p->slot[best].cap))
-            best = i;
-    if (best == p->n)
-        return false;
-    b->buf = p->slot[best].buf;
-    b->cap = p->slot[best].cap;
-    p->bytes -= b->cap;
-    p->slot[best] = p->slot[--p->n];
-    return true;
-}
-
-void shard_pool_drain(struct daemon *d)
-{
-    struct batch_pool *p = &d->batch_pool;
-
-    while (p->n > 0) {
-        p->n--;
-        (void)munmap(p->slot[p->n].buf, p->slot[p->n].cap); /* ours; cannot fail */
-    }
-    p->bytes = 0;
-}
-
 /* Batch buffers count towards the daemon's memory_limit_bytes and their
- * session's session_buffer_bytes. */
+ * session's session_buffer_bytes; memory.c maps them and keeps the count. */
 static int batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
 {
     size_t cap = b->cap ? b->cap : SHARD_BATCH_INITIAL;
-    size_t old = b->cap;
-    void *nb;
 
     if (b->len + more <= b->cap)
         return 0;
     while (cap < b->len + more)
         cap += cap < SHARD_BATCH_DOUBLE_MAX ? cap : (cap / 4 + 0xffffu) & ~(size_t)0xffffu;
-    if (!b->buf && pool_take(&d->batch_pool, b->len + more, b)) {
-        d->memory_bytes += b->cap;
-        return 0;
-    }
-    if (b->buf)
-        nb = mremap(b->buf, b->cap, cap, MREMAP_MAYMOVE);
-    else
-        nb = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (nb == MAP_FAILED)
-        return -ENOMEM;
-    d->memory_bytes += cap - old;
-    b->buf = nb;
-    b->cap = cap;
-    return 0;
+    return memory_map_grow(d, &b->buf, &b->cap, b->len + more, cap);
 }
 
 /* An empty batch gives its memory back: an idle producer's shard holds no
  * buffer, and a burst's buffer does not stay allocated after it. */
 static void batch_release(struct daemon *d, struct shard_batch *b)
 {
-    struct batch_pool *p = &d->batch_pool;
-
-    if (b->buf) {
-        d->memory_bytes -= b->cap;
-        if (p->n < BATCH_POOL_SLOTS && p->bytes + b->cap <= BATCH_POOL_MAX_BYTES) {
-            p->slot[p->n].buf = b->buf;
-            p->slot[p->n].cap = b->cap;
-            p->n++;
-            p->bytes += b->cap;
-        } else {
-            (void)munmap(b->buf, b->cap); /* ours; cannot fail */
-        }
-    }
-    b->buf = NULL;
-    b->cap = b->len = 0;
+    memory_map_release(d, &b->buf, &b->cap);
+    b->len = 0;
     b->records = 0;
 }
 

@@ -163,9 +163,6 @@ void shard_write_dirty(void *daemon);
  * written data has waited at least half of fsync_interval. */
 void shard_sync_due(struct daemon *d);
 
-/* Unmaps the released batch buffers kept for reuse (at exit). */
-void shard_pool_drain(struct daemon *d);
-
 /* Used by seal.c once the seal chain has finished (err 0 or negative).
  * Tells d->shard_sealed_hook, then frees the shard. */
 void shard_sealed(struct shard *s, int err);

@@ -28,6 +28,7 @@
 #include "io.h"
 #include "json.h"
 #include "logshard-build.h"
+#include "memory.h"
 #include "session.h"
 #include "shard.h"
 
@@ -167,7 +168,7 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->fsync_p99_s = stats_fsync_quantile(st->fsync_buckets, st->fsync_count, 0.99);
 
     f->acks_pending = session_acks_pending(d);
-    f->memory_bytes = d->memory_bytes;
+    f->memory_bytes = memory_used(d);
     f->io_pending = d->io ? io_pending(d->io) : 0;
 
     f->errors_protocol = st->protocol_errors;

@@ -109,7 +109,7 @@ static int teardown(void **state)
     /* Every buffer was given back (to the pool or the kernel). */
     assert_int_equal(f->d.memory_bytes, 0);
     assert_true(f->d.batch_pool.bytes <= BATCH_POOL_MAX_BYTES);
-    shard_pool_drain(&f->d);
+    memory_pool_drain(&f->d);
     assert_int_equal(f->d.batch_pool.n, 0);
     assert_int_equal(io_close(f->d.io, NULL, NULL), 0);
     uv_run(&f->loop, UV_RUN_DEFAULT);

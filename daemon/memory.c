@@ -1,0 +1,116 @@
+/* The memory budget (memory.h): the count of what producers make the daemon
+ * hold, the limits it is checked against, and the batch buffers' mappings.
+ *
+ * Batch buffers are mappings of their own, grown with mremap: growing one
+ * moves page-table entries instead of copying, and leaves no hole behind.
+ * Buffers carved from malloc's heap did (each growth freed the smaller
+ * copy, which the heap kept), and under a sustained flood those holes
+ * added about a fifth to the daemon's RSS beyond the buffers it counts.
+ * A released buffer goes to a small pool, so the next burst reuses its
+ * pages instead of faulting fresh ones in; beyond the pool it is unmapped,
+ * which gives its memory back at once. */
+#include "memory.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "config.h"
+#include "daemon.h"
+
+/* Takes a pooled buffer of at least need bytes, the smallest that fits. */
+static bool pool_take(struct batch_pool *p, size_t need, unsigned char **ret_buf,
+                      size_t *ret_cap)
+{
+    unsigned best = p->n;
+
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->slot[i].cap >= need && (best == p->n || p->slot[i].cap < p->slot[best].cap))
+            best = i;
+    if (best == p->n)
+        return false;
+    *ret_buf = p->slot[best].buf;
+    *ret_cap = p->slot[best].cap;
+    p->bytes -= *ret_cap;
+    p->slot[best] = p->slot[--p->n];
+    return true;
+}
+
+int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t need,
+                    size_t want)
+{
+    void *nb;
+
+    if (need <= *cap)
+        return 0;
+    if (!*buf && pool_take(&d->batch_pool, need, buf, cap)) {
+        d->memory_bytes += *cap;
+        return 0;
+    }
+    if (*buf)
+        nb = mremap(*buf, *cap, want, MREMAP_MAYMOVE);
+    else
+        nb = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (nb == MAP_FAILED)
+        return -ENOMEM;
+    d->memory_bytes += want - *cap;
+    *buf = nb;
+    *cap = want;
+    return 0;
+}
+
+void memory_map_release(struct daemon *d, unsigned char **buf, size_t *cap)
+{
+    struct batch_pool *p = &d->batch_pool;
+
+    if (*buf) {
+        d->memory_bytes -= *cap;
+        if (p->n < BATCH_POOL_SLOTS && p->bytes + *cap <= BATCH_POOL_MAX_BYTES) {
+            p->slot[p->n].buf = *buf;
+            p->slot[p->n].cap = *cap;
+            p->n++;
+            p->bytes += *cap;
+        } else {
+            (void)munmap(*buf, *cap); /* ours; cannot fail */
+        }
+    }
+    *buf = NULL;
+    *cap = 0;
+}
+
+void memory_pool_drain(struct daemon *d)
+{
+    struct batch_pool *p = &d->batch_pool;
+
+    while (p->n > 0) {
+        p->n--;
+        (void)munmap(p->slot[p->n].buf, p->slot[p->n].cap); /* ours; cannot fail */
+    }
+    p->bytes = 0;
+}
+
+void memory_adjust(struct daemon *d, size_t add, size_t sub)
+{
+    d->memory_bytes += add;
+    d->memory_bytes -= sub;
+}
+
+uint64_t memory_used(const struct daemon *d)
+{
+    return d->memory_bytes;
+}
+
+bool memory_over_budget(const struct daemon *d, uint64_t held)
+{
+    return held > d->config.session_buffer_bytes ||
+           d->memory_bytes > d->config.memory_limit_bytes;
+}
+
+bool memory_daemon_may_resume(const struct daemon *d)
+{
+    return d->memory_bytes <= d->config.memory_limit_bytes / 4 * 3;
+}
+
+bool memory_session_may_resume(const struct daemon *d, uint64_t held)
+{
+    return held <= d->config.session_buffer_bytes / 2;
+}

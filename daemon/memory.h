@@ -1,0 +1,64 @@
+/* The daemon's memory budget: what producers can make it hold (receive
+ * buffers and shard batch buffers), checked against memory_limit_bytes for
+ * the whole daemon and session_buffer_bytes for each session.
+ *
+ * memory.c is the one place that changes the count (d->memory_bytes) and
+ * the pool of released batch buffers (d->batch_pool), and the one place
+ * that reads the two limits; everyone else asks through these calls. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct daemon;
+
+/* Released batch buffers kept for reuse: mapped memory whose pages are
+ * already there, so a new burst does not fault them in again. The pool's
+ * bytes do not count towards memory_limit_bytes: nobody holds them. */
+#define BATCH_POOL_SLOTS 16u
+#define BATCH_POOL_MAX_BYTES (16u * 1024u * 1024u)
+struct batch_pool {
+    struct {
+        unsigned char *buf;
+        size_t cap;
+    } slot[BATCH_POOL_SLOTS];
+    unsigned n;
+    size_t bytes;
+};
+
+/* Grows the mapping *buf of *cap bytes (NULL and 0: none yet) so that it
+ * holds at least need bytes: a buffer from the pool when there is none yet
+ * and the pool has one that fits, else a mapping of want bytes (want >=
+ * need; the caller's growth policy). The contents up to the old capacity
+ * are kept. Returns 0 or -ENOMEM; *buf and *cap change only on success. */
+int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t need,
+                    size_t want);
+
+/* Gives a mapping from memory_map_grow() back (to the pool, or to the
+ * kernel when the pool is full) and sets *buf and *cap to NULL and 0. */
+void memory_map_release(struct daemon *d, unsigned char **buf, size_t *cap);
+
+/* Unmaps every pooled buffer (at exit). */
+void memory_pool_drain(struct daemon *d);
+
+/* Heap memory held for a producer (its receive buffer) grew by add bytes
+ * and shrank by sub bytes. */
+void memory_adjust(struct daemon *d, size_t add, size_t sub);
+
+/* What the daemon holds for producers now, in bytes. */
+uint64_t memory_used(const struct daemon *d);
+
+/* Whether a session that holds held bytes must stop reading: held is over
+ * session_buffer_bytes, or the daemon is over memory_limit_bytes. */
+bool memory_over_budget(const struct daemon *d, uint64_t held);
+
+/* Whether the daemon has fallen far enough under memory_limit_bytes (to
+ * three quarters of it) for sessions paused for memory to read again. The
+ * gap below the limit keeps a session from pausing again at once. */
+bool memory_daemon_may_resume(const struct daemon *d);
+
+/* Whether a session paused for memory that holds held bytes is far enough
+ * under session_buffer_bytes (at most half of it) to read again, once the
+ * daemon may resume too (memory_daemon_may_resume()). */
+bool memory_session_may_resume(const struct daemon *d, uint64_t held);
