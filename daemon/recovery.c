@@ -4,8 +4,9 @@
  * reader (common/shard_format.c). What it accepts (the header, then whole
  * records whose length and CRC32C check out) is the valid prefix; the torn
  * or corrupt tail after it is cut with ftruncate, and the file is sealed
- * exactly as seal.c seals: fdatasync, then renameat into done/, then fsync of
- * done/ and active/ (once for all files, before recovery_run returns). A file
+ * through the same steps as seal.c seals (seal-steps.h): the trailer, then
+ * fdatasync, then renameat into done/, then fsync of done/ and active/ (once
+ * for all files, before recovery_run returns). A file
  * that cannot be a shard of its name (no valid header, or a header for
  * another producer or id) goes to <spool>/quarantine/ unchanged: recovery
  * never deletes bytes it cannot prove are a torn tail, and never overwrites.
@@ -47,6 +48,7 @@
 
 #include "fileutil.h"
 #include "recovery-internal.h"
+#include "seal-steps.h"
 #include "shard_format.h"
 #include "spool_names.h"
 
@@ -289,26 +291,46 @@ static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
     cut = (uint64_t)st.st_size - s->keep_end;
     if (cut > 0 && ftruncate(fd, (off_t)s->keep_end) < 0)
         return fail_file(rec, c->tmp_name, "cannot cut its tail", -errno);
-    if (!s->sealed && s->header.version >= 2) {
-        bool torn = false;
+    /* The steps of seal-steps.h, in its order; the directory syncs are
+     * done once for all files, before recovery_run returns. */
+    for (enum seal_step step = 0; step < SEAL_STEPS; step++) {
+        switch (step) {
+        case SEAL_STEP_TRAILER:
+            if (!s->sealed && s->header.version >= 2) {
+                bool torn = false;
 
-        r = write_trailer(rec, fd, s, &torn);
-        if (r < 0 && torn)
-            return fail_file(rec, c->tmp_name, "cannot cut a torn seal trailer", r);
-        if (r < 0)
-            report(rec, RECOVERY_LOG_WARNING,
-                   "active/%s: cannot write its seal trailer (%s); sealing it without one",
-                   c->tmp_name, strerror(-r));
+                r = write_trailer(rec, fd, s, &torn);
+                if (r < 0 && torn)
+                    return fail_file(rec, c->tmp_name, "cannot cut a torn seal trailer", r);
+                if (r < 0)
+                    report(rec, RECOVERY_LOG_WARNING,
+                           "active/%s: cannot write its seal trailer (%s); sealing it without one",
+                           c->tmp_name, strerror(-r));
+            }
+            break;
+        case SEAL_STEP_DATASYNC:
+            /* The data (and the new size) must be on disk before the name
+             * in done/ promises a complete shard. A failed sync is not
+             * retried here. */
+            if (fdatasync(fd) < 0)
+                return fail_file(rec, c->tmp_name, seal_step_name(step), -errno);
+            break;
+        case SEAL_STEP_RENAME:
+            r = spool_rename_noreplace(rec->active_fd, c->tmp_name, rec->done_fd,
+                                       c->shard_name, 0, NULL);
+            if (r < 0)
+                return fail_file(rec, c->tmp_name, "cannot rename it into done/", r);
+            break;
+        case SEAL_STEP_SYNC_DONE:
+            rec->sync_done = true;
+            break;
+        case SEAL_STEP_SYNC_ACTIVE:
+            rec->sync_active = true;
+            break;
+        case SEAL_STEPS:
+            break;
+        }
     }
-    /* The data (and the new size) must be on disk before the name in done/
-     * promises a complete shard. A failed sync is not retried here. */
-    if (fdatasync(fd) < 0)
-        return fail_file(rec, c->tmp_name, "fdatasync", -errno);
-    r = spool_rename_noreplace(rec->active_fd, c->tmp_name, rec->done_fd, c->shard_name, 0,
-                               NULL);
-    if (r < 0)
-        return fail_file(rec, c->tmp_name, "cannot rename it into done/", r);
-    rec->sync_done = rec->sync_active = true;
     rec->stats.files_sealed++;
     rec->stats.records_kept += s->records;
     rec->stats.bytes_cut += cut;
