@@ -134,7 +134,7 @@ void admin_ls(struct client *c, const char *producer)
         json_member_str(&o, "producer", s->producer);
         json_key(&o, "shard");
         json_shard_id(&o, s->id);
-        json_member_str(&o, "state", s->seal_requested ? "sealing" : "active");
+        json_member_str(&o, "state", s->state != SHARD_OPEN ? "sealing" : "active");
         json_member_str(&o, "file", file);
         json_member_u64(&o, "size", s->size_written);
         json_member_u64(&o, "records", s->records_written);
@@ -197,6 +197,7 @@ static void reply_rotate(struct client *c)
 
 static int add_result(struct client *c, const struct shard *s, int err)
 {
+    enum seal_outcome where = shard_seal_outcome(s);
     struct rotate_result *r;
 
     if (c->n_results == c->cap_results) {
@@ -212,11 +213,11 @@ static int add_result(struct client *c, const struct shard *s, int err)
     memcpy(r->producer, s->producer, sizeof(r->producer));
     r->id = s->id;
     r->err = err;
-    r->quarantined = err == 0 && s->quarantined;
-    r->records = s->sync_error ? s->records_synced : s->records_written;
-    r->bytes = s->sync_error ? s->size_synced : s->size_written;
-    if (asprintf(&r->file, "%s/%s", err ? "active" : s->quarantined ? "quarantine" : "done",
-                 err || s->quarantined ? s->tmp_name : s->done_name) < 0)
+    r->quarantined = err == 0 && where == SEAL_IN_QUARANTINE;
+    r->records = shard_records_kept(s);
+    r->bytes = shard_bytes_kept(s);
+    if (asprintf(&r->file, "%s/%s", err ? "active" : r->quarantined ? "quarantine" : "done",
+                 err || r->quarantined ? s->tmp_name : s->done_name) < 0)
         return -ENOMEM;
     c->n_results++;
     return 0;
@@ -292,7 +293,7 @@ void admin_rotate(struct client *c, const char *producer)
     for (const struct list_node *p = d->shards.next; p != &d->shards; p = p->next) {
         const struct shard *s = list_entry(p, struct shard, node);
 
-        if (!s->seal_requested || !matches(c, s))
+        if (s->state == SHARD_OPEN || !matches(c, s))
             continue;
         if (c->n_wait == c->cap_wait) {
             size_t cap = c->cap_wait ? c->cap_wait * 2 : 8;

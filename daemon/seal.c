@@ -4,6 +4,9 @@
  *   write trailer -> fdatasync(file) -> renameat(active/tmp, done/shard)
  *     -> fsync(done/) + fsync(active/)
  *
+ * (the steps of seal-steps.h, which recovery runs too). The seal's state is
+ * a struct seal of its own inside the shard; only this file writes it.
+ *
  * The seal trailer (docs/FORMAT.md) pads the shard to the filesystem's block
  * size and records its length and record count, so merge can check a sealed
  * shard from its two ends and reflink it whole. A trailer that cannot be
@@ -39,6 +42,7 @@
  * done/. */
 #include "seal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -46,83 +50,121 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "daemon.h"
 #include "log.h"
 #include "shard.h"
 #include "shard_format.h"
 
-enum {
-    STEP_TRAILER,
-    STEP_DATASYNC,
-    STEP_RENAME,
-    STEP_SYNC_DONE,
-    STEP_SYNC_ACTIVE,
-    STEP_QUARANTINE,
-    STEP_SYNC_QUARANTINE,
-    STEP_SYNC_ACTIVE_AFTER_QUARANTINE,
-    STEP_FINISH,
-};
+static const char *step_name(unsigned step)
+{
+    switch (step) {
+    case SEAL_STEP_QUARANTINE: return "rename into quarantine/";
+    case SEAL_STEP_SYNC_QUARANTINE: return "fsync of quarantine/";
+    case SEAL_STEP_SYNC_ACTIVE_AFTER_QUARANTINE:
+    case SEAL_STEP_FINISH: return "fsync of active/";
+    default: return seal_step_name((enum seal_step)step);
+    }
+}
 
-static const char *const step_names[] = {
-    [STEP_TRAILER] = "writing the seal trailer",
-    [STEP_DATASYNC] = "fdatasync",
-    [STEP_RENAME] = "rename into done/",
-    [STEP_SYNC_DONE] = "fsync of done/",
-    [STEP_SYNC_ACTIVE] = "fsync of active/",
-    [STEP_QUARANTINE] = "rename into quarantine/",
-    [STEP_SYNC_QUARANTINE] = "fsync of quarantine/",
-    [STEP_SYNC_ACTIVE_AFTER_QUARANTINE] = "fsync of active/",
-    [STEP_FINISH] = "fsync of active/",
-};
+void seal_init(struct seal *seal)
+{
+    memset(seal, 0, sizeof(*seal));
+    seal->state = SEAL_IDLE;
+    seal->quarantine_fd = -1;
+}
+
+void seal_free(struct seal *seal)
+{
+    if (seal->quarantine_fd >= 0)
+        (void)close(seal->quarantine_fd); /* a directory, read-only */
+    seal->quarantine_fd = -1;
+    free(seal->trailer);
+    seal->trailer = NULL;
+}
+
+enum seal_outcome seal_outcome(const struct seal *seal)
+{
+    assert(seal->state == SEAL_ENDED);
+    if (seal->error)
+        return SEAL_FAILED;
+    if (seal->discarded)
+        return SEAL_REMOVED;
+    return seal->quarantined ? SEAL_IN_QUARANTINE : SEAL_IN_DONE;
+}
+
+const char *seal_discard_why(const struct seal *seal)
+{
+    return seal->discard_why;
+}
+
+const char *seal_failed_step(const struct seal *seal)
+{
+    return seal->failed_step ? seal->failed_step : "?";
+}
+
+/* The one way a seal ends: the shard hears it, then frees itself. */
+static void end(struct shard *s, int err)
+{
+    struct seal *seal = &s->seal;
+
+    assert(seal->state == SEAL_RUNNING);
+    seal->state = SEAL_ENDED;
+    seal->error = err;
+    shard_sealed(s, err);
+}
 
 static void on_seal_step(struct io_req *req, int res);
 
 static void queue_step(struct shard *s, unsigned step)
 {
     struct daemon *d = s->d;
-    struct io_req *req = &s->seal_req[step];
+    struct seal *seal = &s->seal;
+    struct io_req *req = &seal->req[step];
 
+    assert(seal->state == SEAL_RUNNING);
     memset(req, 0, sizeof(*req));
     switch (step) {
-    case STEP_TRAILER:
+    case SEAL_STEP_TRAILER:
         req->op = IO_WRITE;
         req->fd = s->fd;
-        req->buf = s->trailer + s->trailer_done;
-        req->len = s->trailer_len - s->trailer_done;
-        req->offset = s->trailer_offset + s->trailer_done;
+        req->buf = seal->trailer + seal->trailer_done;
+        req->len = seal->trailer_len - seal->trailer_done;
+        req->offset = seal->trailer_offset + seal->trailer_done;
         break;
-    case STEP_DATASYNC:
+    case SEAL_STEP_DATASYNC:
         req->op = IO_FDATASYNC;
         req->fd = s->fd;
         break;
-    case STEP_RENAME:
+    case SEAL_STEP_RENAME:
         req->op = IO_RENAMEAT;
         req->fd = d->active_fd;
         req->oldpath = s->tmp_name;
         req->newdirfd = d->done_fd;
         req->newpath = s->done_name;
         break;
-    case STEP_SYNC_DONE:
+    case SEAL_STEP_SYNC_DONE:
         req->op = IO_FSYNC;
         req->fd = d->done_fd;
         break;
-    case STEP_SYNC_ACTIVE:
-    case STEP_SYNC_ACTIVE_AFTER_QUARANTINE:
-    case STEP_FINISH:
+    case SEAL_STEP_SYNC_ACTIVE:
+    case SEAL_STEP_SYNC_ACTIVE_AFTER_QUARANTINE:
+    case SEAL_STEP_FINISH:
         req->op = IO_FSYNC;
         req->fd = d->active_fd;
         break;
-    case STEP_QUARANTINE:
+    case SEAL_STEP_QUARANTINE:
         req->op = IO_RENAMEAT;
         req->fd = d->active_fd;
         req->oldpath = s->tmp_name;
-        req->newdirfd = s->quarantine_fd;
+        req->newdirfd = seal->quarantine_fd;
         req->newpath = s->tmp_name;
         break;
-    case STEP_SYNC_QUARANTINE:
+    case SEAL_STEP_SYNC_QUARANTINE:
         req->op = IO_FSYNC;
-        req->fd = s->quarantine_fd;
+        req->fd = seal->quarantine_fd;
+        break;
+    default:
+        assert(!"a seal step without a request");
         break;
     }
     req->cb = on_seal_step;
@@ -138,9 +180,9 @@ static void queue_step(struct shard *s, unsigned step)
  * active/, which also makes a removal from active/ durable. */
 static void finish_later(struct shard *s, int err, const char *step)
 {
-    s->seal_error = err;
-    s->seal_failed_step = step;
-    queue_step(s, STEP_FINISH);
+    s->seal.error = err;
+    s->seal.failed_step = step;
+    queue_step(s, SEAL_STEP_FINISH);
 }
 
 /* Opens (creating if needed) <spool>/quarantine and queues the move there.
@@ -149,26 +191,29 @@ static void finish_later(struct shard *s, int err, const char *step)
 static void start_quarantine(struct shard *s)
 {
     struct daemon *d = s->d;
+    struct seal *seal = &s->seal;
 
-    s->quarantined = true;
+    seal->quarantined = true;
     if (mkdirat(d->spool_fd, "quarantine", 0750) < 0 && errno != EEXIST) {
         finish_later(s, -errno, "creating quarantine/");
         return;
     }
-    s->quarantine_fd = openat(d->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s->quarantine_fd < 0) {
+    seal->quarantine_fd = openat(d->spool_fd, "quarantine", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (seal->quarantine_fd < 0) {
         finish_later(s, -errno, "opening quarantine/");
         return;
     }
-    queue_step(s, STEP_QUARANTINE);
+    queue_step(s, SEAL_STEP_QUARANTINE);
 }
 
 /* The trailer's write finished, fully or not. */
 static void on_trailer_written(struct shard *s, int res)
 {
-    if (res > 0 && s->trailer_done + (uint32_t)res < s->trailer_len) {
-        s->trailer_done += (uint32_t)res;
-        queue_step(s, STEP_TRAILER);
+    struct seal *seal = &s->seal;
+
+    if (res > 0 && seal->trailer_done + (uint32_t)res < seal->trailer_len) {
+        seal->trailer_done += (uint32_t)res;
+        queue_step(s, SEAL_STEP_TRAILER);
         return;
     }
     if (res <= 0) {
@@ -176,65 +221,69 @@ static void on_trailer_written(struct shard *s, int res)
                     "one, merge will check it record by record",
                     s->tmp_name, res < 0 ? strerror(-res) : "no progress");
         /* A torn trailer would make the sealed file corrupt; cut it. */
-        if (ftruncate(s->fd, (off_t)s->trailer_offset) < 0) {
-            s->seal_failed_step = "cutting a torn seal trailer";
-            shard_sealed(s, -errno);
+        if (ftruncate(s->fd, (off_t)seal->trailer_offset) < 0) {
+            seal->failed_step = "cutting a torn seal trailer";
+            end(s, -errno);
             return;
         }
     }
-    queue_step(s, STEP_DATASYNC);
+    queue_step(s, SEAL_STEP_DATASYNC);
 }
 
 static void on_seal_step(struct io_req *req, int res)
 {
     struct shard *s = req->data;
-    unsigned step = (unsigned)(req - s->seal_req);
+    struct seal *seal = &s->seal;
+    unsigned step = (unsigned)(req - seal->req);
 
-    if (step == STEP_TRAILER) {
+    assert(step < SEAL_REQS);
+    if (step == SEAL_STEP_TRAILER) {
         on_trailer_written(s, res);
         return;
     }
 
-    if (res < 0 && s->seal_error == 0) {
-        s->seal_error = res;
-        s->seal_failed_step = step_names[step];
+    if (res < 0 && seal->error == 0) {
+        seal->error = res;
+        seal->failed_step = step_name(step);
     }
     switch (step) {
-    case STEP_FINISH:
-        shard_sealed(s, s->seal_error);
+    case SEAL_STEP_FINISH:
+        end(s, seal->error);
         return;
-    case STEP_DATASYNC:
+    case SEAL_STEP_DATASYNC:
         if (res < 0) {
             log_error("fdatasync of active/%s failed while sealing: %s; moving it to "
                       "quarantine/",
                       s->tmp_name, strerror(-res));
             start_quarantine(s);
         } else {
-            queue_step(s, STEP_RENAME);
+            queue_step(s, SEAL_STEP_RENAME);
         }
         return;
-    case STEP_QUARANTINE:
+    case SEAL_STEP_QUARANTINE:
         if (res < 0) {
-            shard_sealed(s, res);
+            end(s, res);
             return;
         }
-        s->seal_completed = 0;
-        queue_step(s, STEP_SYNC_QUARANTINE);
-        queue_step(s, STEP_SYNC_ACTIVE_AFTER_QUARANTINE);
+        seal->completed = 0;
+        queue_step(s, SEAL_STEP_SYNC_QUARANTINE);
+        queue_step(s, SEAL_STEP_SYNC_ACTIVE_AFTER_QUARANTINE);
         return;
-    case STEP_RENAME:
+    case SEAL_STEP_RENAME:
         if (res < 0) {
-            shard_sealed(s, res);
+            end(s, res);
             return;
         }
         /* The two directories are independent; sync them together. */
-        s->seal_completed = 0;
-        queue_step(s, STEP_SYNC_DONE);
-        queue_step(s, STEP_SYNC_ACTIVE);
+        seal->completed = 0;
+        queue_step(s, SEAL_STEP_SYNC_DONE);
+        queue_step(s, SEAL_STEP_SYNC_ACTIVE);
         return;
     default:
-        if (++s->seal_completed == 2)
-            shard_sealed(s, s->seal_error);
+        /* SEAL_STEP_SYNC_DONE and SEAL_STEP_SYNC_ACTIVE, or the two syncs
+         * after the move into quarantine/. */
+        if (++seal->completed == 2)
+            end(s, seal->error);
         return;
     }
 }
@@ -252,30 +301,25 @@ static void discard(struct shard *s, const char *why)
         finish_later(s, -errno, "removing a shard whose header was never written");
         return;
     }
-    s->discarded = true;
-    s->discard_why = why;
+    s->seal.discarded = true;
+    s->seal.discard_why = why;
     finish_later(s, 0, NULL);
 }
 
 void seal_start(struct shard *s)
 {
-    bool synced_each_write = s->policy == FSYNC_BATCH || s->policy == FSYNC_ALWAYS;
-    uint64_t keep = s->size_written;
+    struct seal *seal = &s->seal;
+    uint64_t keep = shard_bytes_kept(s);
     struct shard_trailer t;
 
-    s->seal_error = 0;
-    s->seal_failed_step = NULL;
-    s->quarantine_fd = -1;
-
-    if (s->sync_error) {
-        if (!synced_each_write) {
-            log_error("active/%s: an fdatasync failed after records were acknowledged; "
-                      "moving it to quarantine/ rather than vouch for it",
-                      s->tmp_name);
-            start_quarantine(s);
-            return;
-        }
-        keep = s->size_synced;
+    assert(seal->state == SEAL_IDLE);
+    seal->state = SEAL_RUNNING;
+    if (s->sync_error && !shard_syncs_each_write(s)) {
+        log_error("active/%s: an fdatasync failed after records were acknowledged; "
+                  "moving it to quarantine/ rather than vouch for it",
+                  s->tmp_name);
+        start_quarantine(s);
+        return;
     }
     if (keep < shard_header_size(strlen(s->producer))) {
         /* Nothing acknowledged can be lost here: every record follows the
@@ -287,7 +331,7 @@ void seal_start(struct shard *s)
     }
     memset(&t, 0, sizeof(t));
     t.shard_len = keep;
-    t.records = s->sync_error ? s->records_synced : s->records_written;
+    t.records = shard_records_kept(s);
     /* After a cut this may be later than the newest record kept: it is an
      * upper bound, which is what merge --before needs. */
     t.newest_ns = s->newest_record_ns ? s->newest_record_ns : s->created_ns;
@@ -299,16 +343,16 @@ void seal_start(struct shard *s)
         return;
     }
     t.trailer_len = (uint32_t)shard_trailer_size(keep, s->d->seal_align);
-    s->trailer = malloc(t.trailer_len);
-    if (!s->trailer) {
+    seal->trailer = malloc(t.trailer_len);
+    if (!seal->trailer) {
         log_warning("active/%s: no memory for its seal trailer; sealing it without one",
                     s->tmp_name);
-        queue_step(s, STEP_DATASYNC);
+        queue_step(s, SEAL_STEP_DATASYNC);
         return;
     }
-    shard_encode_trailer(s->trailer, &t);
-    s->trailer_len = t.trailer_len;
-    s->trailer_done = 0;
-    s->trailer_offset = keep;
-    queue_step(s, STEP_TRAILER);
+    shard_encode_trailer(seal->trailer, &t);
+    seal->trailer_len = t.trailer_len;
+    seal->trailer_done = 0;
+    seal->trailer_offset = keep;
+    queue_step(s, SEAL_STEP_TRAILER);
 }

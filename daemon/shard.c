@@ -4,6 +4,7 @@
  * write) and frees the shard once it is over. */
 #include "shard.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -98,11 +99,9 @@ static void shard_free(struct shard *s)
         return;
     if (s->fd >= 0)
         (void)close(s->fd); /* data was synced, or the shard failed already */
-    if (s->quarantine_fd >= 0)
-        (void)close(s->quarantine_fd); /* a directory, read-only */
+    seal_free(&s->seal);
     free(s->tmp_name);
     free(s->done_name);
-    free(s->trailer);
     batch_release(s->d, &s->filling);
     batch_release(s->d, &s->inflight);
     if (s->counted_open)
@@ -125,7 +124,8 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     }
     s->d = d;
     s->fd = -1;
-    s->quarantine_fd = -1;
+    s->state = SHARD_OPEN;
+    seal_init(&s->seal);
     s->counted_open = true;
     d->open_shards++;
     s->owner = owner;
@@ -195,6 +195,7 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
 {
     int r;
 
+    assert(s->state == SHARD_OPEN);
     if (s->error)
         return s->error;
     r = batch_reserve(s->d, &s->filling, SHARD_RECORD_HEADER + (size_t)len);
@@ -214,14 +215,29 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
     return 0;
 }
 
-static bool syncs_each_write(const struct shard *s)
+bool shard_syncs_each_write(const struct shard *s)
 {
     return s->policy == FSYNC_BATCH || s->policy == FSYNC_ALWAYS;
 }
 
 uint64_t shard_records_acked(const struct shard *s)
 {
-    return syncs_each_write(s) ? s->records_synced : s->records_written;
+    return shard_syncs_each_write(s) ? s->records_synced : s->records_written;
+}
+
+uint64_t shard_records_kept(const struct shard *s)
+{
+    return s->sync_error ? s->records_synced : s->records_written;
+}
+
+uint64_t shard_bytes_kept(const struct shard *s)
+{
+    return s->sync_error ? s->size_synced : s->size_written;
+}
+
+enum seal_outcome shard_seal_outcome(const struct shard *s)
+{
+    return seal_outcome(&s->seal);
 }
 
 uint64_t shard_unwritten_bytes(const struct shard *s)
@@ -246,9 +262,9 @@ const char *shard_display_name(const struct shard *s)
 
 static void maybe_start_seal(struct shard *s)
 {
-    if (!s->seal_requested || s->sealing || !shard_settled(s))
+    if (s->state != SHARD_RETIRED || !shard_settled(s))
         return;
-    s->sealing = true;
+    s->state = SHARD_SEALING;
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
     seal_start(s);
@@ -299,13 +315,14 @@ static void start_write(struct shard *s)
 {
     struct shard_batch tmp = s->inflight;
 
+    assert(s->state != SHARD_SEALING && !s->write_busy);
     s->inflight = s->filling;
     s->filling = tmp;
     s->filling.len = 0;
     s->filling.records = 0;
     s->inflight_done = 0;
     s->write_busy = true;
-    queue_write(s, syncs_each_write(s));
+    queue_write(s, shard_syncs_each_write(s));
 }
 
 static void fail_shard(struct shard *s, int err)
@@ -332,6 +349,7 @@ static void on_write(struct io_req *req, int res)
 {
     struct shard *s = req->data;
 
+    assert(s->write_busy && s->state != SHARD_SEALING);
     if (res < 0) {
         s->write_busy = false;
         s->sync_wanted = false; /* the linked sync, if any, was cancelled */
@@ -383,6 +401,7 @@ static void on_sync(struct io_req *req, int res)
 {
     struct shard *s = req->data;
 
+    assert(s->sync_busy && s->state != SHARD_SEALING);
     s->sync_busy = false;
     if (res == -ECANCELED && !s->error) {
         /* The write it was linked to came back short (or is being retried);
@@ -407,7 +426,7 @@ static void on_sync(struct io_req *req, int res)
         notify_set_error(d, "fdatasync of active/%s failed: %s", s->tmp_name, strerror(-res));
         if (!s->error) {
             s->error = res;
-            s->records_queued = syncs_each_write(s) ? s->records_synced : s->records_written;
+            s->records_queued = shard_records_acked(s);
             s->size_queued = s->size_written;
             batch_release(d, &s->filling);
             if (s->owner && s->events->failed)
@@ -438,7 +457,7 @@ void shard_sync_due(struct daemon *d)
     for (n = d->shards.next; n != &d->shards; n = n->next) {
         struct shard *s = list_entry(n, struct shard, node);
 
-        if (s->policy != FSYNC_INTERVAL || s->sync_busy || s->sealing || s->error ||
+        if (s->policy != FSYNC_INTERVAL || s->sync_busy || s->state == SHARD_SEALING || s->error ||
             s->dirty_since_ns == 0 || now - s->dirty_since_ns < wait_ns)
             continue;
         /* Writes completing from here on are not covered: they start a new
@@ -472,35 +491,41 @@ void shard_detach(struct shard *s)
 
 void shard_seal(struct shard *s)
 {
-    s->seal_requested = true;
+    assert(s->state == SHARD_OPEN);
+    s->state = SHARD_RETIRED;
     maybe_start_seal(s);
 }
 
 void shard_sealed(struct shard *s, int err)
 {
     struct daemon *d = s->d;
+    enum seal_outcome where = seal_outcome(&s->seal);
 
-    if (err == 0 && s->discarded) {
+    assert(s->state == SHARD_SEALING);
+    switch (where) {
+    case SEAL_REMOVED:
         /* The error that cut the shard short was reported to its producer
          * and logged when it happened; this says where the file went. */
         log_warning("removed active/%s of producer %s instead of sealing it: %s (%s), so it "
                     "holds no record; nothing of it goes to done/",
-                    s->tmp_name, s->producer, s->discard_why,
+                    s->tmp_name, s->producer, seal_discard_why(&s->seal),
                     strerror(-(s->error ? s->error : s->sync_error)));
-    } else if (err == 0 && s->quarantined) {
+        break;
+    case SEAL_IN_QUARANTINE:
         log_error("active/%s is now quarantine/%s: %" PRIu64 " records in it were never "
                   "proven durable",
                   s->tmp_name, s->tmp_name, s->records_written - s->records_synced);
-    } else if (err == 0) {
+        break;
+    case SEAL_IN_DONE:
         d->stats.shards_sealed++;
         log_info("sealed done/%s: %" PRIu64 " records, %" PRIu64 " bytes", s->done_name,
-                 s->sync_error ? s->records_synced : s->records_written,
-                 s->sync_error ? s->size_synced : s->size_written);
-    } else {
+                 shard_records_kept(s), shard_bytes_kept(s));
+        break;
+    case SEAL_FAILED:
         d->stats.io_errors++;
         log_error("sealing active/%s failed at %s: %s; the file is left for recovery",
-                  s->tmp_name, s->seal_failed_step ? s->seal_failed_step : "?",
-                  strerror(-err));
+                  s->tmp_name, seal_failed_step(&s->seal), strerror(-err));
+        break;
     }
     list_del(&s->node);
     if (list_linked(&s->dirty_node))
@@ -508,7 +533,7 @@ void shard_sealed(struct shard *s, int err)
     /* A removed shard was not sealed: whoever waits for its seal (a rotate
      * request) hears the error that kept it from being written. */
     if (d->shard_sealed_hook)
-        d->shard_sealed_hook(d, s, err == 0 && s->discarded
+        d->shard_sealed_hook(d, s, where == SEAL_REMOVED
                                        ? (s->error ? s->error : -EIO)
                                        : err);
     shard_free(s);

@@ -27,6 +27,7 @@
 
 #include "io.h"
 #include "list.h"
+#include "seal.h"
 #include "wire.h"
 
 struct daemon;
@@ -46,6 +47,14 @@ struct shard_events {
     void (*written)(void *owner, struct shard *s);
     /* A write failed with err; the shard takes no more records. */
     void (*failed)(void *owner, struct shard *s, int err);
+};
+
+/* Where a shard is in its life; only forward, each step once. */
+enum shard_state {
+    SHARD_OPEN,    /* takes records */
+    SHARD_RETIRED, /* shard_seal() was called: no more records; the seal
+                    * starts once nothing is in flight */
+    SHARD_SEALING, /* seal.c runs the seal steps; shard_sealed() ends it */
 };
 
 struct shard_batch {
@@ -96,27 +105,11 @@ struct shard {
     uint64_t dirty_since_ns;   /* interval: when written data first went unsynced */
     int sync_error;            /* a failed fdatasync: nothing after size_synced is trusted */
 
-    bool seal_requested;
-    bool sealing;
+    enum shard_state state;
     int error; /* first write error; no records are taken after it */
-
-    /* The seal steps: trailer, fdatasync, rename, fsync(done/), fsync(active/), or
-     * the move into quarantine/ and its syncs, or the fsync(active/) that ends
-     * a seal which stopped early (see seal.c). */
-    struct io_req seal_req[9];
-    unsigned char *trailer; /* the seal trailer being written */
-    uint32_t trailer_len, trailer_done;
-    uint64_t trailer_offset;
-    int quarantine_fd;
-    bool quarantined;
-    /* The header never reached the file whole (or no sync proved it): the
-     * temp file was removed instead of sealed; discard_why says why. */
-    bool discarded;
-    const char *discard_why;
     bool counted_open; /* in d->open_shards */
-    unsigned seal_completed;
-    int seal_error;
-    const char *seal_failed_step;
+
+    struct seal seal; /* seal.c's */
 };
 
 /* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL) and queues its
@@ -131,6 +124,16 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
 
 /* Records of this shard that count as acknowledged under its policy. */
 uint64_t shard_records_acked(const struct shard *s);
+
+/* Whether the policy makes every write wait for an fdatasync before its
+ * records count (batch, always), rather than count once written (none,
+ * interval). */
+bool shard_syncs_each_write(const struct shard *s);
+
+/* What sealing keeps of the shard, in records and in bytes: everything
+ * written, or after a failed fdatasync only what earlier syncs proved. */
+uint64_t shard_records_kept(const struct shard *s);
+uint64_t shard_bytes_kept(const struct shard *s);
 
 /* Bytes accepted but not yet written. */
 uint64_t shard_unwritten_bytes(const struct shard *s);
@@ -166,6 +169,9 @@ void shard_sync_due(struct daemon *d);
 /* Used by seal.c once the seal chain has finished (err 0 or negative).
  * Tells d->shard_sealed_hook, then frees the shard. */
 void shard_sealed(struct shard *s, int err);
+
+/* Where an ended seal left the shard's file (for whoever hears of it). */
+enum seal_outcome shard_seal_outcome(const struct shard *s);
 
 /* Name of the shard file for messages: active/<tmp_name>. */
 const char *shard_display_name(const struct shard *s);
