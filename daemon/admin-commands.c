@@ -5,8 +5,9 @@
  *  - ls: the shards not yet sealed, from memory.
  *  - rotate: retires the current shard of matching sessions
  *    (session_rotate) and answers once every matching shard that is being
- *    sealed has reached done/ (or failed), as shard.c reports through
- *    d->shard_sealed_hook: the reply waits for the event, never polls. */
+ *    sealed has reached done/ (or failed), as the shards report through
+ *    their sealed event (shard-events.h): the reply waits for the event,
+ *    never polls. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -228,15 +229,12 @@ static bool matches(const struct client *c, const struct shard *s)
     return !c->rotate_producer || strcmp(c->rotate_producer, s->producer) == 0;
 }
 
-/* d->shard_sealed_hook (set by admin_start): a shard's seal ended; complete the rotate requests
- * that waited for it. */
-void admin_on_shard_sealed(struct daemon *d, const struct shard *s, int err)
+/* The sealed event (admin_start subscribes to it): a shard's seal ended;
+ * complete the rotate requests that waited for it. */
+void admin_on_shard_sealed(void *data, const struct shard *s, int err)
 {
-    struct admin *a = d->admin;
+    struct admin *a = data;
     struct list_node *n, *tmp;
-
-    if (!a)
-        return;
     /* Sealed before the request could even list it (a seal that failed at
      * once): it belongs to the request being set up. */
     if (a->collecting && matches(a->collecting, s)) {

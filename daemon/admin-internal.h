@@ -11,6 +11,7 @@
 
 #include "admin.h"
 #include "list.h"
+#include "shard-events.h"
 #include "unixsock.h"
 #include "wire.h"
 
@@ -68,6 +69,7 @@ struct admin {
     struct list_node clients;
     size_t n_clients;
     struct client *collecting; /* the rotate request being set up */
+    struct shard_subscriber on_shards; /* sealed events, for rotate */
     bool stopping;
     uint64_t emfile_logged_ns;
     bool sock_closed; /* unixsock_close has called back */
@@ -99,7 +101,8 @@ void admin_ls(struct client *c, const char *producer);
 /* rotate: retires the current shards of producer (NULL: of all) and answers
  * once every matching shard being sealed is sealed. */
 void admin_rotate(struct client *c, const char *producer);
-/* d->shard_sealed_hook: completes the rotate requests that waited for s. */
-void admin_on_shard_sealed(struct daemon *d, const struct shard *s, int err);
+/* The shards' sealed event (data: the admin): completes the rotate
+ * requests that waited for s. */
+void admin_on_shard_sealed(void *data, const struct shard *s, int err);
 /* Forgets a connection's rotate request, answered or not. */
 void admin_rotate_reset(struct client *c);

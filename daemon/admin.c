@@ -495,6 +495,10 @@ static int bind_admin(struct admin *a, const char *path, char *why, size_t why_l
     return r;
 }
 
+static const struct shard_events admin_shard_events = {
+    .sealed = admin_on_shard_sealed,
+};
+
 int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
 {
     struct admin *a = calloc(1, sizeof(*a));
@@ -507,13 +511,14 @@ int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len)
     a->d = d;
     a->self_uid = geteuid();
     list_init(&a->clients);
+    list_init(&a->on_shards.node);
     unixsock_init(&a->sock, d->loop, &admin_sock_ops, ADMIN_EMFILE_PAUSE_MS, a);
     r = bind_admin(a, d->config.admin_socket, why, why_len);
     if (r < 0) {
         free(a);
         return r;
     }
-    d->shard_sealed_hook = admin_on_shard_sealed;
+    shard_subscribe(d, &a->on_shards, &admin_shard_events, a);
     *ret = a;
     return 0;
 }
@@ -538,7 +543,7 @@ void admin_stop(struct admin *a, void (*cb)(void *data), void *data)
     a->stopping = true;
     a->stop_cb = cb;
     a->stop_data = data;
-    a->d->shard_sealed_hook = NULL;
+    shard_unsubscribe(&a->on_shards);
     list_for_each_safe(n, tmp, &a->clients) {
         struct client *c = list_entry(n, struct client, node);
 

@@ -13,8 +13,9 @@ struct admin;
 
 /* Binds d->config.admin_socket (mode 0600; a stale socket file left by a
  * dead daemon is replaced, a live one is an error) and starts serving it.
- * Sets d->shard_sealed_hook. On error why says what went wrong, naming the
- * path. Returns 0 or a negative errno; *ret is written only on success. */
+ * Subscribes to the shards' sealed events, which complete rotate requests.
+ * On error why says what went wrong, naming the path. Returns 0 or a
+ * negative errno; *ret is written only on success. */
 int admin_start(struct daemon *d, struct admin **ret, char *why, size_t why_len);
 
 /* The socket's path, for messages. */

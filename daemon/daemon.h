@@ -10,6 +10,7 @@
 #include "config.h"
 #include "list.h"
 #include "memory.h"
+#include "shard-events.h"
 
 struct io;
 struct listener;
@@ -76,12 +77,6 @@ struct daemon {
     uint64_t start_mono_ns;
     uint64_t start_real_ns;
 
-    /* Called by shard.c when a shard's seal has ended (err 0: it is in
-     * done/, or in quarantine/ when s->quarantined; otherwise it stays in
-     * active/ for recovery). The admin socket completes rotate requests on
-     * it. NULL: nobody waits. */
-    void (*shard_sealed_hook)(struct daemon *d, const struct shard *s, int err);
-
     /* Spool directories, open for the daemon's lifetime so that every file
      * is created and renamed relative to them. */
     int spool_fd;
@@ -98,6 +93,9 @@ struct daemon {
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;
     struct list_node shards;       /* every shard not yet sealed */
+    struct list_node shard_subscribers; /* struct shard_subscriber.node (shard-events.h) */
+    struct shard_subscriber sessions_on_shards;  /* session.c's */
+    struct shard_subscriber lifecycle_on_shards; /* lifecycle.c's */
     struct list_node dirty_shards; /* shards with records waiting to be written */
     uint64_t next_session_id;
 
@@ -122,17 +120,11 @@ struct daemon {
     unsigned rate_next;
     unsigned rate_count;
 
+    /* The lifecycle (lifecycle.c): running, then draining, then stopped;
+     * never back. */
     bool draining;
     bool stopped;
     int exit_code;
 
     struct daemon_stats stats;
 };
-
-/* Starts draining: stop accepting, let every session finish, seal every
- * shard, then leave the loop. Safe to call more than once. */
-void daemon_begin_drain(struct daemon *d, const char *why);
-
-/* Called whenever a session or shard goes away, so the drain can see when
- * the last one is gone. */
-void daemon_maybe_finish(struct daemon *d);

@@ -1,12 +1,14 @@
-/* logshardd: command line, start-up and shutdown.
+/* logshardd: command line, settings, start-up order and signals.
  *
  * Start-up order: settings (defaults, then the file, then the command line),
  * spool, recovery of the shards an earlier run left in active/, the I/O
- * backend, the listener, the admin socket and the metrics file, then
- * READY=1. Shutdown on SIGTERM or SIGINT:
- * stop accepting, let every session finish what it accepted, seal every
- * shard, exit 0. A second signal during the drain exits at once; the temp
- * files left behind are found by recovery at the next start. */
+ * backend, the listener, the signals and the lifecycle's periodic work, the
+ * admin socket and the metrics file, then READY=1. SIGHUP reads the
+ * settings again and lifecycle.c puts them in force; SIGTERM or SIGINT
+ * starts lifecycle.c's drain: stop accepting, let every session finish what
+ * it accepted, seal every shard, exit 0. A second signal during the drain
+ * exits at once; the temp files left behind are found by recovery at the
+ * next start. */
 #include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
@@ -25,6 +27,7 @@
 #include "daemon.h"
 #include "fileutil.h"
 #include "io.h"
+#include "lifecycle.h"
 #include "listener.h"
 #include "log.h"
 #include "memory.h"
@@ -149,106 +152,6 @@ fail:
     return r;
 }
 
-/* ---- shutdown ---- */
-
-static void close_handle(uv_handle_t *h)
-{
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
-static void walk_close(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    close_handle(h);
-}
-
-void daemon_maybe_finish(struct daemon *d)
-{
-    if (!d->draining || d->stopped || d->listener || d->admin || !list_empty(&d->sessions) ||
-        !list_empty(&d->shards))
-        return;
-    d->stats.syncs = io_syncs_done(d->io);
-    if (io_close(d->io, NULL, NULL) < 0)
-        return; /* a completion is still due; it calls back here */
-    d->stopped = true;
-    d->io = NULL;
-    close_handle((uv_handle_t *)&d->sigterm);
-    close_handle((uv_handle_t *)&d->sigint);
-    close_handle((uv_handle_t *)&d->sighup);
-    close_handle((uv_handle_t *)&d->age_timer);
-    close_handle((uv_handle_t *)&d->sync_timer);
-    notify_stop(d);
-    stats_stop(d);
-    metrics_stop(d);
-    log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards, %" PRIu64
-             " syncs this run); exiting",
-             d->stats.records_received, d->stats.shards_sealed, d->stats.syncs);
-}
-
-static void on_listener_stopped(void *data)
-{
-    struct daemon *d = data;
-
-    d->listener = NULL;
-    daemon_maybe_finish(d);
-}
-
-static void on_admin_stopped(void *data)
-{
-    struct daemon *d = data;
-
-    d->admin = NULL;
-    daemon_maybe_finish(d);
-}
-
-void daemon_begin_drain(struct daemon *d, const char *why)
-{
-    if (d->draining)
-        return;
-    d->draining = true;
-    notify_stopping("Draining: finishing every session and sealing every shard");
-    log_info("%s: no new connections; finishing %s sessions and sealing their shards", why,
-             list_empty(&d->sessions) ? "no" : "all");
-    if (d->listener)
-        listener_stop(d->listener, on_listener_stopped, d);
-    if (d->admin)
-        admin_stop(d->admin, on_admin_stopped, d);
-    session_drain_all(d);
-    daemon_maybe_finish(d);
-}
-
-static void on_signal(uv_signal_t *h, int signum)
-{
-    struct daemon *d = h->data;
-
-    if (d->draining) {
-        log_warning("%s during the drain: exiting now; unsealed shards stay in %s/active for "
-                    "recovery",
-                    strsignal(signum), d->config.spool);
-        _exit(1);
-    }
-    daemon_begin_drain(d, strsignal(signum));
-}
-
-static void on_age_timer(uv_timer_t *h)
-{
-    session_sweep(h->data);
-}
-
-/* Checks often enough that a shard is sealed, and a stalled client dropped,
- * within a second (or a quarter of the limit) of its limit. */
-static uint64_t age_check_interval_ms(const struct config *c)
-{
-    uint64_t ms = 1000;
-    uint64_t limits[] = { c->max_shard_age_ms, c->hello_timeout_ms, c->idle_timeout_ms };
-
-    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
-        if (limits[i] / 4 < ms)
-            ms = limits[i] / 4 ? limits[i] / 4 : 1;
-    return ms;
-}
-
 /* LOGSHARD_IO_BACKEND in the environment overrides the config file, so a
  * whole test suite can run on the fallback path without editing configs. */
 static enum io_backend io_backend_wanted(const struct config *c)
@@ -262,47 +165,32 @@ static enum io_backend io_backend_wanted(const struct config *c)
     return (enum io_backend)c->io_backend;
 }
 
-static void on_sync_timer(uv_timer_t *h)
-{
-    shard_sync_due(h->data);
-}
+/* ---- signals ---- */
 
-/* The interval syncs run only under fsync = interval. Checking every half
- * interval for data that waited half an interval keeps every wait under the
- * full interval. */
-static void arm_sync_timer(struct daemon *d)
+static void on_signal(uv_signal_t *h, int signum)
 {
-    if (d->config.fsync_policy == FSYNC_INTERVAL) {
-        uint64_t period = d->config.fsync_interval_ms / 2 ? d->config.fsync_interval_ms / 2 : 1;
-        (void)uv_timer_start(&d->sync_timer, on_sync_timer, period, period);
-        uv_unref((uv_handle_t *)&d->sync_timer);
-    } else {
-        (void)uv_timer_stop(&d->sync_timer);
+    struct daemon *d = h->data;
+
+    if (d->draining) {
+        log_warning("%s during the drain: exiting now; unsealed shards stay in %s/active for "
+                    "recovery",
+                    strsignal(signum), d->config.spool);
+        _exit(1);
     }
+    lifecycle_begin_drain(d, strsignal(signum));
 }
 
-/* SIGHUP: read the settings again. What can change while running changes
- * for new connections and new shards (fsync policy and interval, limits,
- * shard size and age); what cannot (paths, socket mode, I/O backend) keeps
- * its running value and the log says so. A file with an error changes
- * nothing. */
-static void reload(struct daemon *d)
+/* SIGHUP: read the settings again; lifecycle_reload() puts them in force.
+ * A file with an error changes nothing. */
+static void on_sighup(uv_signal_t *h, int signum)
 {
-    static const struct {
-        const char *name;
-        size_t offset;
-        bool is_path;
-    } fixed[] = {
-        { "[daemon] spool", offsetof(struct config, spool), true },
-        { "[daemon] socket", offsetof(struct config, socket_path), true },
-        { "[daemon] admin_socket", offsetof(struct config, admin_socket), true },
-        { "[daemon] socket_mode", offsetof(struct config, socket_mode), false },
-        { "[daemon] io_backend", offsetof(struct config, io_backend), false },
-        { "[daemon] socket_group", offsetof(struct config, socket_group), true },
-    };
+    struct daemon *d = h->data;
     struct config fresh;
     char err[1024];
 
+    (void)signum;
+    if (d->draining)
+        return;
     notify_reloading();
     if (load_settings(&fresh, &d->args, err, sizeof(err)) < 0) {
         log_error("reload refused, the running settings stay: %s", err);
@@ -310,53 +198,7 @@ static void reload(struct daemon *d)
         notify_ready(d);
         return;
     }
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-        void *old_p = (char *)&d->config + fixed[i].offset;
-        void *new_p = (char *)&fresh + fixed[i].offset;
-        const char *old_s = fixed[i].is_path ? *(char **)old_p : NULL;
-        const char *new_s = fixed[i].is_path ? *(char **)new_p : NULL;
-        bool differs = fixed[i].is_path
-                           ? (!old_s != !new_s) || (old_s && strcmp(old_s, new_s) != 0)
-                           : *(uint64_t *)old_p != *(uint64_t *)new_p;
-
-        if (!differs)
-            continue;
-        log_warning("reload: %s cannot change while running; it keeps its value until the "
-                    "next start",
-                    fixed[i].name);
-        if (fixed[i].is_path) {
-            char *keep = old_s ? strdup(old_s) : NULL;
-            if (old_s && !keep) {
-                log_error("reload refused, the running settings stay: out of memory");
-                config_free(&fresh);
-                notify_ready(d);
-                return;
-            }
-            free(*(char **)new_p);
-            *(char **)new_p = keep;
-        } else {
-            *(uint64_t *)new_p = *(uint64_t *)old_p;
-        }
-    }
-    config_free(&d->config);
-    d->config = fresh;
-    arm_sync_timer(d);
-    metrics_reconfigure(d);
-    (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
-                         age_check_interval_ms(&d->config));
-    d->last_error[0] = '\0';
-    log_info("reloaded the settings: fsync %s for new connections, max_shard_bytes %" PRIu64
-             ", max_shard_age %" PRIu64 " ms",
-             config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
-             d->config.max_shard_bytes, d->config.max_shard_age_ms);
-    notify_ready(d);
-}
-
-static void on_sighup(uv_signal_t *h, int signum)
-{
-    (void)signum;
-    if (!((struct daemon *)h->data)->draining)
-        reload(h->data);
+    lifecycle_reload(d, &fresh);
 }
 
 static void on_recovery_progress(void *ctx, uint64_t done, uint64_t total)
@@ -415,6 +257,7 @@ static int run(struct daemon *d)
         log_warning("io_uring unavailable (%s); writing through the thread pool instead",
                     io_why);
     io_set_before_submit(d->io, shard_write_dirty, d);
+    session_init(d);
 
     r = listener_start(d, &d->listener, why, sizeof(why));
     if (r < 0) {
@@ -433,14 +276,7 @@ static int run(struct daemon *d)
     (void)uv_signal_start(&d->sigint, on_signal, SIGINT);
     (void)uv_signal_start(&d->sighup, on_sighup, SIGHUP);
     uv_unref((uv_handle_t *)&d->sighup);
-    (void)uv_timer_init(d->loop, &d->age_timer);
-    d->age_timer.data = d;
-    (void)uv_timer_start(&d->age_timer, on_age_timer, age_check_interval_ms(&d->config),
-                         age_check_interval_ms(&d->config));
-    uv_unref((uv_handle_t *)&d->age_timer);
-    (void)uv_timer_init(d->loop, &d->sync_timer);
-    d->sync_timer.data = d;
-    arm_sync_timer(d);
+    lifecycle_start(d);
 
     stats_start(d);
     /* Without the admin socket the daemon still does its main job; an
@@ -468,6 +304,14 @@ static int run(struct daemon *d)
 
     uv_run(d->loop, UV_RUN_DEFAULT);
     return d->exit_code;
+}
+
+/* Whatever start-up left open is closed so that the loop can be freed. */
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
 }
 
 int main(int argc, char **argv)
@@ -503,6 +347,9 @@ int main(int argc, char **argv)
     list_init(&d.sessions);
     list_init(&d.paused_sessions);
     list_init(&d.shards);
+    list_init(&d.shard_subscribers);
+    list_init(&d.sessions_on_shards.node);
+    list_init(&d.lifecycle_on_shards.node);
     list_init(&d.dirty_shards);
     if (load_settings(&d.config, &d.args, err, sizeof(err)) < 0) {
         log_error("%s", err);

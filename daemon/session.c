@@ -33,6 +33,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "memory.h"
 #include "notify.h"
@@ -196,7 +197,7 @@ static void on_closed(uv_handle_t *h)
     session_rx_release(s);
     free(s->error_message);
     free(s);
-    daemon_maybe_finish(d);
+    lifecycle_maybe_finish(d);
 }
 
 void session_close(struct session *s)
@@ -211,7 +212,7 @@ void session_close(struct session *s)
 /* When the daemon's memory falls back under the limit, sessions paused for
  * it resume in the order they were paused (each reads once before anyone
  * reads twice). */
-void session_resume_paused(struct daemon *d)
+static void resume_paused(struct daemon *d)
 {
     struct list_node *n, *tmp;
 
@@ -222,6 +223,23 @@ void session_resume_paused(struct daemon *d)
         if (memory_session_may_resume(d, session_buffered_bytes(p)))
             session_pump(p);
     }
+}
+
+/* Any shard gave its batch buffers back (shard-events.h): memory may be
+ * under the limit again. */
+static void on_shard_released(void *data, struct shard *sh)
+{
+    (void)sh;
+    resume_paused(data);
+}
+
+static const struct shard_events sessions_shard_events = {
+    .released = on_shard_released,
+};
+
+void session_init(struct daemon *d)
+{
+    shard_subscribe(d, &d->sessions_on_shards, &sessions_shard_events, d);
 }
 
 void session_pump(struct session *s)

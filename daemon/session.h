@@ -24,9 +24,10 @@ void session_drain_all(struct daemon *d);
  * than max_shard_age. */
 void session_sweep(struct daemon *d);
 
-/* Memory was given back: sessions paused for the daemon's memory limit may
- * read again. */
-void session_resume_paused(struct daemon *d);
+/* Subscribes the sessions to the shards' reports they share: a shard that
+ * gives memory back lets sessions paused for the daemon's memory limit read
+ * again. Once, before the first connection. */
+void session_init(struct daemon *d);
 
 /* Retires the current shard of every open session of producer (NULL: of
  * every producer) now, as a full shard would be: it is sealed once its

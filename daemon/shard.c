@@ -22,7 +22,6 @@
 #include "memory.h"
 #include "notify.h"
 #include "seal.h"
-#include "session.h"
 #include "shard_format.h"
 #include "spool_names.h"
 #include "stats.h"
@@ -53,6 +52,63 @@ static void batch_release(struct daemon *d, struct shard_batch *b)
     memory_map_release(d, &b->buf, &b->cap);
     b->len = 0;
     b->records = 0;
+}
+
+void shard_subscribe(struct daemon *d, struct shard_subscriber *sub,
+                     const struct shard_events *events, void *data)
+{
+    sub->events = events;
+    sub->data = data;
+    list_add_tail(&d->shard_subscribers, &sub->node);
+}
+
+void shard_unsubscribe(struct shard_subscriber *sub)
+{
+    if (list_linked(&sub->node))
+        list_del(&sub->node);
+}
+
+enum report {
+    REPORT_WRITTEN,
+    REPORT_FAILED,
+    REPORT_RELEASED,
+    REPORT_SEALED,
+};
+
+static void deliver(const struct shard_events *ev, void *data, struct shard *s,
+                    enum report what, int err)
+{
+    switch (what) {
+    case REPORT_WRITTEN:
+        if (ev->written)
+            ev->written(data, s);
+        break;
+    case REPORT_FAILED:
+        if (ev->failed)
+            ev->failed(data, s, err);
+        break;
+    case REPORT_RELEASED:
+        if (ev->released)
+            ev->released(data, s);
+        break;
+    case REPORT_SEALED:
+        if (ev->sealed)
+            ev->sealed(data, s, err);
+        break;
+    }
+}
+
+/* The one way up: every subscriber of the daemon, then the owner. */
+static void report(struct shard *s, enum report what, int err)
+{
+    struct list_node *n, *tmp;
+
+    list_for_each_safe(n, tmp, &s->d->shard_subscribers) {
+        struct shard_subscriber *sub = list_entry(n, struct shard_subscriber, node);
+        deliver(sub->events, sub->data, s, what, err);
+    }
+    if (s->owner)
+        deliver(s->events, s->owner, s, what, err);
 }
 
 static void mark_dirty(struct shard *s)
@@ -341,8 +397,7 @@ static void fail_shard(struct shard *s, int err)
     s->size_queued = s->size_written;
     batch_release(d, &s->inflight);
     batch_release(d, &s->filling);
-    if (s->owner && s->events->failed)
-        s->events->failed(s->owner, s, err);
+    report(s, REPORT_FAILED, err);
 }
 
 static void on_write(struct io_req *req, int res)
@@ -384,7 +439,7 @@ static void on_write(struct io_req *req, int res)
          * size of an old burst for as long as the producer stays idle. */
         batch_release(s->d, &s->inflight);
         batch_release(s->d, &s->filling);
-        session_resume_paused(s->d);
+        report(s, REPORT_RELEASED, 0);
     }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
@@ -392,8 +447,7 @@ static void on_write(struct io_req *req, int res)
         s->dirty_since_ns = now_monotonic_ns();
     if (s->filling.len > 0 && !s->sync_busy)
         mark_dirty(s);
-    if (s->owner && s->events->written)
-        s->events->written(s->owner, s);
+    report(s, REPORT_WRITTEN, 0);
     maybe_start_seal(s);
 }
 
@@ -429,8 +483,7 @@ static void on_sync(struct io_req *req, int res)
             s->records_queued = shard_records_acked(s);
             s->size_queued = s->size_written;
             batch_release(d, &s->filling);
-            if (s->owner && s->events->failed)
-                s->events->failed(s->owner, s, res);
+            report(s, REPORT_FAILED, res);
         }
         maybe_start_seal(s);
         return;
@@ -443,8 +496,7 @@ static void on_sync(struct io_req *req, int res)
     }
     if (s->filling.len > 0 && !s->error)
         mark_dirty(s);
-    if (s->owner && s->events->written)
-        s->events->written(s->owner, s);
+    report(s, REPORT_WRITTEN, 0);
     maybe_start_seal(s);
 }
 
@@ -532,10 +584,6 @@ void shard_sealed(struct shard *s, int err)
         list_del(&s->dirty_node);
     /* A removed shard was not sealed: whoever waits for its seal (a rotate
      * request) hears the error that kept it from being written. */
-    if (d->shard_sealed_hook)
-        d->shard_sealed_hook(d, s, where == SEAL_REMOVED
-                                       ? (s->error ? s->error : -EIO)
-                                       : err);
+    report(s, REPORT_SEALED, where == SEAL_REMOVED ? (s->error ? s->error : -EIO) : err);
     shard_free(s);
-    daemon_maybe_finish(d);
 }

@@ -28,6 +28,7 @@
 #include "io.h"
 #include "list.h"
 #include "seal.h"
+#include "shard-events.h"
 #include "wire.h"
 
 struct daemon;
@@ -38,15 +39,6 @@ struct shard_ident {
     size_t producer_len;
     uint32_t uid, gid, pid;
     unsigned fsync_policy; /* enum fsync_policy, fixed for the shard's life */
-};
-
-/* What a shard tells its owner (the session). Neither runs after
- * shard_detach(). */
-struct shard_events {
-    /* shard_records_acked() grew, or the shard became settled. */
-    void (*written)(void *owner, struct shard *s);
-    /* A write failed with err; the shard takes no more records. */
-    void (*failed)(void *owner, struct shard *s, int err);
 };
 
 /* Where a shard is in its life; only forward, each step once. */
@@ -113,7 +105,8 @@ struct shard {
 };
 
 /* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL) and queues its
- * header. Returns 0, -EMFILE when max_open_shards shards are open already,
+ * header. owner hears the shard's reports through events (shard-events.h)
+ * until shard_detach(). Returns 0, -EMFILE when max_open_shards shards are open already,
  * or another negative errno; *ret is written only on success. */
 int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
                const struct shard_events *events, struct shard **ret);
@@ -147,7 +140,7 @@ uint64_t shard_buffer_bytes(const struct shard *s);
  * batch and always, synced: nothing is in flight for it. */
 bool shard_settled(const struct shard *s);
 
-/* The owner is going away: no more callbacks. */
+/* The owner is going away: it hears no more reports. */
 void shard_detach(struct shard *s);
 
 /* Seals the shard once its pending writes are done: fdatasync, rename into
@@ -167,7 +160,7 @@ void shard_write_dirty(void *daemon);
 void shard_sync_due(struct daemon *d);
 
 /* Used by seal.c once the seal chain has finished (err 0 or negative).
- * Tells d->shard_sealed_hook, then frees the shard. */
+ * Reports it (the sealed event), then frees the shard. */
 void shard_sealed(struct shard *s, int err);
 
 /* Where an ended seal left the shard's file (for whoever hears of it). */

@@ -2,7 +2,9 @@
  * real io_uring in a temporary spool: records are batched into the shard
  * file, the owner hears about every completed write, a sealed shard is in
  * done/ and reads back whole, and a write error is reported and never
- * sealed as if it were fine. */
+ * sealed as if it were fine. The test listens to the shards' events
+ * (shard-events.h) as the session, the admin socket and the lifecycle do
+ * in logshardd; nothing else of the daemon is linked. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -22,18 +24,24 @@
 #include "shard.h"
 #include "shard_format.h"
 
-/* The shard writer tells the daemon when a shard is gone; main.c is not
- * linked here, so count the calls instead. */
+/* The shards report their seals to the daemon's subscribers, as they do to
+ * the lifecycle and the admin socket in logshardd: count them. */
 static int finish_calls;
-void daemon_maybe_finish(struct daemon *d)
+
+static void on_sealed(void *data, const struct shard *s, int err)
 {
-    (void)d;
+    (void)data;
+    (void)s;
+    (void)err;
     finish_calls++;
 }
+
+static const struct shard_events seal_events = { .sealed = on_sealed };
 
 struct fixture {
     uv_loop_t loop;
     struct daemon d;
+    struct shard_subscriber seals;
     char dir[64];
 };
 
@@ -84,6 +92,8 @@ static int setup(void **state)
     list_init(&f->d.paused_sessions);
     list_init(&f->d.shards);
     list_init(&f->d.dirty_shards);
+    list_init(&f->d.shard_subscribers);
+    shard_subscribe(&f->d, &f->seals, &seal_events, f);
     r = io_new(&f->loop, backend_under_test(), 64, &f->d.io, &why);
     if (r == -ENOSYS || r == -EPERM)
         return -1;
@@ -106,6 +116,7 @@ static int teardown(void **state)
     char cmd[128];
 
     assert_true(list_empty(&f->d.shards));
+    shard_unsubscribe(&f->seals);
     /* Every buffer was given back (to the pool or the kernel). */
     assert_int_equal(f->d.memory_bytes, 0);
     assert_true(f->d.batch_pool.bytes <= BATCH_POOL_MAX_BYTES);
