@@ -140,7 +140,7 @@ int session_ensure_shard(struct session *s)
         .uid = s->cred.uid,
         .gid = s->cred.gid,
         .pid = (uint32_t)s->cred.pid,
-        .fsync_policy = s->fsync_policy,
+        .sync = shard_sync_for_policy(s->fsync_policy),
     };
     int r;
 

@@ -232,7 +232,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     s->filling.len = shard_encode_header(s->filling.buf, &h);
     s->size_queued = s->filling.len;
     s->created_mono_ns = now_monotonic_ns();
-    s->policy = ident->fsync_policy;
+    s->sync = ident->sync;
     list_add_tail(&d->shards, &s->node);
     d->stats.shards_opened++;
     mark_dirty(s);
@@ -271,9 +271,21 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
     return 0;
 }
 
+enum shard_sync shard_sync_for_policy(unsigned fsync_policy)
+{
+    switch ((enum fsync_policy)fsync_policy) {
+    case FSYNC_NONE: return SHARD_SYNC_AT_SEAL;
+    case FSYNC_INTERVAL: return SHARD_SYNC_INTERVAL;
+    case FSYNC_BATCH:
+    case FSYNC_ALWAYS: return SHARD_SYNC_EACH_WRITE;
+    }
+    assert(!"an fsync policy config.c does not know");
+    return SHARD_SYNC_EACH_WRITE;
+}
+
 bool shard_syncs_each_write(const struct shard *s)
 {
-    return s->policy == FSYNC_BATCH || s->policy == FSYNC_ALWAYS;
+    return s->sync == SHARD_SYNC_EACH_WRITE;
 }
 
 uint64_t shard_records_acked(const struct shard *s)
@@ -443,7 +455,7 @@ static void on_write(struct io_req *req, int res)
     }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
-    if (s->policy == FSYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
+    if (s->sync == SHARD_SYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
         s->dirty_since_ns = now_monotonic_ns();
     if (s->filling.len > 0 && !s->sync_busy)
         mark_dirty(s);
@@ -509,7 +521,7 @@ void shard_sync_due(struct daemon *d)
     for (n = d->shards.next; n != &d->shards; n = n->next) {
         struct shard *s = list_entry(n, struct shard, node);
 
-        if (s->policy != FSYNC_INTERVAL || s->sync_busy || s->state == SHARD_SEALING || s->error ||
+        if (s->sync != SHARD_SYNC_INTERVAL || s->sync_busy || s->state == SHARD_SEALING || s->error ||
             s->dirty_since_ns == 0 || now - s->dirty_since_ns < wait_ns)
             continue;
         /* Writes completing from here on are not covered: they start a new

@@ -7,16 +7,19 @@
  * one write in flight, so its file grows strictly in order and the records a
  * completion covers are exactly the batch's.
  *
- * The fsync policy decides when records count as acknowledged:
- *  - none, interval: once written. interval also syncs every shard whose
- *    written data has waited fsync_interval/2 (shard_sync_due, from a timer),
- *    so no write waits more than fsync_interval for its sync.
- *  - batch, always: once an fdatasync that started after their write has
- *    completed. The write and its fdatasync are queued as one linked pair;
- *    records arriving meanwhile wait in the filling batch and go with the
- *    next pair, so one sync covers all of them (group commit). For always,
- *    the session hands over one APPEND frame at a time, so each frame gets
- *    a sync of its own.
+ * The fsync policy is the connection's: the session fixes it at HELLO,
+ * announces it in WELCOME and keeps it. A shard is told at its opening only
+ * how to sync (enum shard_sync, from shard_sync_for_policy()), which
+ * decides when its records count as acknowledged:
+ *  - at seal (none), interval: once written. interval also syncs every
+ *    shard whose written data has waited fsync_interval/2 (shard_sync_due,
+ *    from a timer), so no write waits more than fsync_interval for its sync.
+ *  - each write (batch, always): once an fdatasync that started after their
+ *    write has completed. The write and its fdatasync are queued as one
+ *    linked pair; records arriving meanwhile wait in the filling batch and
+ *    go with the next pair, so one sync covers all of them (group commit).
+ *    For always, the session hands over one APPEND frame at a time, so each
+ *    frame gets a sync of its own.
  * A failed fdatasync is never retried: the shard takes no more records and
  * is sealed only as far as earlier syncs proved it durable. */
 #pragma once
@@ -34,11 +37,22 @@
 struct daemon;
 struct shard;
 
+/* How a shard syncs its writes (see the top of this file). */
+enum shard_sync {
+    SHARD_SYNC_AT_SEAL,    /* fsync = none: only the seal syncs */
+    SHARD_SYNC_INTERVAL,   /* fsync = interval: shard_sync_due() syncs written data */
+    SHARD_SYNC_EACH_WRITE, /* fsync = batch or always: each write linked to an fdatasync */
+};
+
+/* The way of syncing that a connection's fsync policy (enum fsync_policy)
+ * asks of its shards. */
+enum shard_sync shard_sync_for_policy(unsigned fsync_policy);
+
 struct shard_ident {
     const char *producer;
     size_t producer_len;
     uint32_t uid, gid, pid;
-    unsigned fsync_policy; /* enum fsync_policy, fixed for the shard's life */
+    enum shard_sync sync; /* fixed for the shard's life */
 };
 
 /* Where a shard is in its life; only forward, each step once. */
@@ -73,7 +87,7 @@ struct shard {
     char *done_name; /* relative to d->done_fd */
     int fd;
     uint64_t created_mono_ns;
-    unsigned policy; /* enum fsync_policy */
+    enum shard_sync sync;
 
     uint64_t size_queued;  /* bytes the file will hold once all is written */
     uint64_t size_written; /* bytes known written: the next write's offset */
@@ -115,12 +129,12 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
  * Returns 0, -ENOMEM, or the shard's write error once it has one. */
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns);
 
-/* Records of this shard that count as acknowledged under its policy. */
+/* Records of this shard that count as acknowledged under its way of
+ * syncing. */
 uint64_t shard_records_acked(const struct shard *s);
 
-/* Whether the policy makes every write wait for an fdatasync before its
- * records count (batch, always), rather than count once written (none,
- * interval). */
+/* Whether every write waits for an fdatasync before its records count
+ * (SHARD_SYNC_EACH_WRITE), rather than count once written. */
 bool shard_syncs_each_write(const struct shard *s);
 
 /* What sealing keeps of the shard, in records and in bytes: everything
@@ -155,7 +169,7 @@ void shard_seal(struct shard *s);
 /* The before-submit hook: queues a write for every dirty shard. */
 void shard_write_dirty(void *daemon);
 
-/* Under the interval policy: queues an fdatasync for every shard whose
+/* For SHARD_SYNC_INTERVAL shards: queues an fdatasync for every one whose
  * written data has waited at least half of fsync_interval. */
 void shard_sync_due(struct daemon *d);
 
