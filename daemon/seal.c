@@ -282,6 +282,7 @@ static void on_seal_step(struct io_req *req, int res)
     default:
         /* SEAL_STEP_SYNC_DONE and SEAL_STEP_SYNC_ACTIVE, or the two syncs
          * after the move into quarantine/. */
+        assert(seal->completed < 2);
         if (++seal->completed == 2)
             end(s, seal->error);
         return;
