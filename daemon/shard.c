@@ -1,7 +1,9 @@
 /* Shard writer: owns a shard's file descriptor, its two batch buffers and
  * the write in flight. See shard.h for the batching scheme. Sealing itself
  * lives in seal.c; this file decides when it may start (nothing left to
- * write) and frees the shard once it is over. */
+ * write) and frees the shard once it is over. Everything a shard has to
+ * tell the rest of the daemon goes through report() (shard-events.h): it
+ * never calls into the session, the admin socket or the lifecycle. */
 #include "shard.h"
 
 #include <assert.h>
@@ -521,8 +523,8 @@ void shard_sync_due(struct daemon *d)
     for (n = d->shards.next; n != &d->shards; n = n->next) {
         struct shard *s = list_entry(n, struct shard, node);
 
-        if (s->sync != SHARD_SYNC_INTERVAL || s->sync_busy || s->state == SHARD_SEALING || s->error ||
-            s->dirty_since_ns == 0 || now - s->dirty_since_ns < wait_ns)
+        if (s->sync != SHARD_SYNC_INTERVAL || s->sync_busy || s->state == SHARD_SEALING ||
+            s->error || s->dirty_since_ns == 0 || now - s->dirty_since_ns < wait_ns)
             continue;
         /* Writes completing from here on are not covered: they start a new
          * wait of their own. */
