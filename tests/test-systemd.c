@@ -193,6 +193,31 @@ static bool socket_exists(void *arg)
     return stat(arg, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* The socket at path arg is listening: bound is not enough, since a connect
+ * between bind(2) and listen(2) is refused. /proc/net/unix says so without
+ * connecting (which would wake the activator early): flag __SO_ACCEPTCON
+ * (0x10000) is set on a listening socket. */
+static bool socket_listening(void *arg)
+{
+    const char *path = arg;
+    FILE *f = fopen("/proc/net/unix", "re");
+    char line[4096];
+    bool found = false;
+
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        unsigned long flags;
+        char name[4096];
+
+        if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %4095s", &flags, name) == 2 &&
+            strcmp(name, path) == 0 && (flags & 0x10000ul))
+            found = true;
+    }
+    fclose(f);
+    return found;
+}
+
 /* The real systemd-socket-activate binds the socket and starts the daemon
  * on the first connection with the socket passed (LISTEN_FDS); producers
  * get through it. */
@@ -214,7 +239,7 @@ static void test_socket_activation(void **state)
                                "--config", h->config, "--spool", h->spool, NULL };
         harness_spawn(h, argv);
     }
-    assert_true(harness_wait_for(socket_exists, h->sock, 10000));
+    assert_true(harness_wait_for(socket_listening, h->sock, 10000));
     /* This connection starts the daemon. */
     assert_int_equal(connect_and_send(h, "activated", NULL), 0);
     assert_true(harness_notify_wait(h, 0, "READY=1", 5000) > 0);
