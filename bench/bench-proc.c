@@ -25,6 +25,7 @@
 
 #include "bench.h"
 #include "fileutil.h"
+#include "process.h"
 
 static volatile sig_atomic_t interrupted_by;
 static sigset_t start_mask;
@@ -57,32 +58,13 @@ int bench_interrupted(void)
     return interrupted_by;
 }
 
-int bench_child_reset_signals(void)
-{
-    struct sigaction dfl = { .sa_handler = SIG_DFL };
-    sigset_t none;
-
-    sigemptyset(&dfl.sa_mask);
-    for (int sig = 1; sig < _NSIG; sig++) {
-        if (sig == SIGKILL || sig == SIGSTOP)
-            continue;
-        /* glibc refuses the real-time signals it keeps for itself. */
-        if (sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
-            return -errno;
-    }
-    sigemptyset(&none);
-    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-        return -errno;
-    return 0;
-}
-
 int bench_child_setup(pid_t bench_pid)
 {
     /* Dispositions and mask survive exec. The daemon is measured as a user
      * starts it, with nothing ignored that the bench (or whatever started
      * the bench) ignored, and nothing blocked: a daemon started with SIGTERM
      * blocked would never drain. */
-    int r = bench_child_reset_signals();
+    int r = process_reset_signals();
 
     if (r < 0)
         return r;

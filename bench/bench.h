@@ -34,12 +34,7 @@ int bench_signals_setup(void);
 /* The signal that interrupted the bench, or 0. */
 int bench_interrupted(void);
 
-/* In a forked child before exec: every signal's disposition back to the
- * default (SIGKILL and SIGSTOP aside) and an empty signal mask, as a shell
- * starts a program. Returns 0 or a negative errno. */
-int bench_child_reset_signals(void);
-
-/* In a forked child: bench_child_reset_signals(), and SIGKILL when the
+/* In a forked child: process_reset_signals() (common/process.h), and SIGKILL when the
  * bench dies (a child must never outlive it). */
 int bench_child_setup(pid_t bench_pid);
 

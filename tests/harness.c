@@ -180,26 +180,6 @@ size_t harness_notify_wait(struct harness *h, size_t from, const char *needle, i
     }
 }
 
-int harness_child_reset_signals(void)
-{
-    struct sigaction dfl = { .sa_handler = SIG_DFL };
-    sigset_t none;
-
-    sigemptyset(&dfl.sa_mask);
-    for (int sig = 1; sig < _NSIG; sig++) {
-        if (sig == SIGKILL || sig == SIGSTOP)
-            continue;
-        /* glibc keeps a few real-time signals for itself and refuses them
-         * with EINVAL; their dispositions are its business, not ours. */
-        if (sigaction(sig, &dfl, NULL) < 0 && errno != EINVAL)
-            return -errno;
-    }
-    sigemptyset(&none);
-    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-        return -errno;
-    return 0;
-}
-
 static void spawn_daemon(struct harness *h, const char *const *argv)
 {
     h->daemon = fork();
@@ -208,7 +188,7 @@ static void spawn_daemon(struct harness *h, const char *const *argv)
         int fd = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0 || dup2(fd, 2) < 0)
             _exit(127);
-        if (harness_child_reset_signals() < 0)
+        if (process_reset_signals() < 0)
             _exit(125);
         if (h->fsize_limit) {
             struct rlimit rl = { .rlim_cur = h->fsize_limit, .rlim_max = h->fsize_limit };
@@ -377,7 +357,7 @@ int harness_run(const char *const *argv, const char *out_path, const char *err_p
     assert_true(pid >= 0);
     if (pid == 0) {
         int out = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (harness_child_reset_signals() < 0)
+        if (process_reset_signals() < 0)
             _exit(125);
         if (out < 0 || dup2(out, 1) < 0)
             _exit(127);

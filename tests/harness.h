@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Every fork-and-exec of the tests calls process_reset_signals() in the
+ * child, so a program starts as from a shell. */
+#include "process.h"
+
 struct harness {
     char *dir;
     char *spool;
@@ -26,14 +30,6 @@ struct harness {
     size_t notify_len;
 };
 
-/* In a forked child before exec: every signal's disposition back to the
- * default and an empty signal mask, as a login shell gives a program it
- * starts. The test process may ignore SIGPIPE for its own raw sends; what it
- * starts must not inherit that, or a program that dies of SIGPIPE when a
- * user runs it would pass its tests. Every fork-and-exec of the tests calls
- * it. Returns 0 or a negative errno. */
-int harness_child_reset_signals(void);
-
 /* Makes a fresh temporary directory with an empty config file. */
 void harness_init(struct harness *h);
 
@@ -44,7 +40,7 @@ void harness_write_config(struct harness *h, const char *text);
  * pointing into the directory, plus extra arguments (NULL-terminated, may be NULL), and waits
  * up to 20 s for READY=1. Fails the test when it does not come. The daemon
  * starts with default signal dispositions and an empty mask
- * (harness_child_reset_signals), as from a shell. */
+ * (process_reset_signals), as from a shell. */
 void harness_start(struct harness *h, const char *const *extra);
 
 /* Like harness_start, but runs argv as given (e.g. the daemon under
@@ -78,7 +74,7 @@ void harness_assert_running(struct harness *h);
 
 /* Runs a program to completion (at most timeout_ms), stdout to out_path
  * (or /dev/null when NULL), stderr to err_path (or the test's stderr), with
- * default signal dispositions (harness_child_reset_signals). Returns the
+ * default signal dispositions (process_reset_signals). Returns the
  * wait status. */
 int harness_run(const char *const *argv, const char *out_path, const char *err_path,
                 int timeout_ms);

@@ -770,7 +770,7 @@ static void child_start(struct child *c, const char *const *argv)
     c->pid = fork();
     assert_true(c->pid >= 0);
     if (c->pid == 0) {
-        if (harness_child_reset_signals() < 0 || dup2(p[1], 1) < 0)
+        if (process_reset_signals() < 0 || dup2(p[1], 1) < 0)
             _exit(127);
         execv(argv[0], (char *const *)argv);
         _exit(127);
@@ -1098,7 +1098,7 @@ static char *merge_on_pty(struct harness *h, const char *output, bool knob)
     if (pid == 0) {
         const char *argv[] = { harness_logctl(), "merge", "--spool", h->spool, "--output",
                                output, NULL };
-        if (harness_child_reset_signals() < 0)
+        if (process_reset_signals() < 0)
             _exit(127);
         if (knob)
             setenv("LOGCTL_PROGRESS_AFTER_MS", "0", 1);

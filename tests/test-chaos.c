@@ -267,7 +267,7 @@ static void producer_main(const char *sock, const char *name, uint64_t seed, uin
 
     /* The child is what a user's program is: SIGPIPE at its default, so a
      * library that raised it would end the producer with the wrong status. */
-    if (harness_child_reset_signals() < 0)
+    if (process_reset_signals() < 0)
         _exit(9);
     r = logshard_connect(&ls, &opts);
     if (r < 0)
@@ -537,7 +537,7 @@ int main(void)
     };
 
     /* The raw sends of this process must not end it; what it starts gets
-     * SIGPIPE back at its default (harness_child_reset_signals). */
+     * SIGPIPE back at its default (process_reset_signals). */
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -649,7 +649,7 @@ static void test_client_under_valgrind(void **state)
         int fd = open(in, O_RDONLY | O_CLOEXEC);
         int efd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || efd < 0 || dup2(fd, 0) < 0 || dup2(efd, 2) < 0 ||
-            harness_child_reset_signals() < 0)
+            process_reset_signals() < 0)
             _exit(127);
         execv(argv[0], (char *const *)argv);
         _exit(127);

@@ -196,7 +196,7 @@ static struct child spawn_merge(const struct world *w, const char *out_path)
     if (c.pid == 0) {
         int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || harness_child_reset_signals() < 0)
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || process_reset_signals() < 0)
             _exit(127);
         execv(argv[0], (char *const *)argv);
         _exit(127);

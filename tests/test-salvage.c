@@ -448,7 +448,7 @@ static void child_start(struct harness *h, struct child *c, const char *const *a
         int err = open(c->err_path, O_WRONLY);
 
         if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
-            harness_child_reset_signals() < 0)
+            process_reset_signals() < 0)
             _exit(127);
         execv(argv[0], (char *const *)argv);
         _exit(127);
