@@ -26,6 +26,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "sockutil.h"
+
 static void on_readable(uv_poll_t *h, int status, int events);
 
 /* The transitions that may happen; anything else is a bug in this file or
@@ -67,7 +69,6 @@ void unixsock_init(struct unixsock *u, uv_loop_t *loop, const struct unixsock_op
 /* A socket file is stale when nobody answers on it. */
 int unixsock_remove_stale(const char *path)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
     int fd, r;
 
@@ -75,16 +76,13 @@ int unixsock_remove_stale(const char *path)
         return errno == ENOENT ? 0 : -errno;
     if (!S_ISSOCK(st.st_mode))
         return -EEXIST;
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    (void)close(fd);
-    if (r == 0)
+    r = unix_connect(path, &fd);
+    if (r == 0) {
+        (void)close(fd); /* only asked whether anyone answers */
         return -EADDRINUSE;
+    }
+    if (r == -ENAMETOOLONG || r == -EMFILE || r == -ENFILE || r == -ENOMEM || r == -ENOBUFS)
+        return r; /* nothing learned about the socket */
     if (unlink(path) < 0 && errno != ENOENT)
         return -errno;
     return 0;
@@ -127,7 +125,8 @@ static int lookup_group(const char *name, gid_t *ret)
 int unixsock_bind(struct unixsock *u, const char *path, mode_t mode, const char *group,
                   int backlog, enum unixsock_step *ret_step)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct sockaddr_un sa;
+    socklen_t sa_len;
     enum unixsock_step step;
     mode_t old_umask;
     int fd = -1, r;
@@ -135,11 +134,9 @@ int unixsock_bind(struct unixsock *u, const char *path, mode_t mode, const char 
 
     assert(u->state == UNIXSOCK_IDLE);
     step = UNIXSOCK_STEP_ADDRESS;
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        r = -ENAMETOOLONG;
+    r = unix_address(path, &sa, &sa_len);
+    if (r < 0)
         goto fail;
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
     step = UNIXSOCK_STEP_STALE;
     r = unixsock_remove_stale(path);
     if (r < 0)
@@ -152,7 +149,7 @@ int unixsock_bind(struct unixsock *u, const char *path, mode_t mode, const char 
     }
     step = UNIXSOCK_STEP_BIND;
     old_umask = umask(0777 & ~mode);
-    r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+    r = bind(fd, (struct sockaddr *)&sa, sa_len) < 0 ? -errno : 0;
     umask(old_umask);
     if (r < 0)
         goto fail;

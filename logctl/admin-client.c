@@ -19,6 +19,7 @@
 #include "json.h"
 #include "logctl.h"
 #include "logshard-build.h"
+#include "sockutil.h"
 
 #define ADMIN_VERSION 1
 #define REPLY_MAX (64u * 1024u * 1024u)
@@ -130,26 +131,6 @@ static int wait_fd(int fd, short events, int64_t deadline_ms)
     }
 }
 
-static int connect_admin(const char *path, int *ret_fd)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int fd;
-
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int e = errno;
-        (void)close(fd); /* never connected */
-        return -e;
-    }
-    *ret_fd = fd;
-    return 0;
-}
-
 /* Reads one line (the reply) into a new buffer, without its newline. */
 static int read_line(int fd, int64_t deadline_ms, char **ret, size_t *ret_len)
 {
@@ -220,7 +201,7 @@ int logctl_admin_request(const char *command, const char *socket_path, const cha
     const char *why = NULL;
     int r;
 
-    r = connect_admin(socket_path, &fd);
+    r = unix_connect(socket_path, &fd);
     if (r < 0) {
         if (r == -EACCES || r == -EPERM) {
             fprintf(stderr,
