@@ -8,6 +8,7 @@
  *    sealed has reached done/ (or failed), as the shards report through
  *    their sealed event (shard-events.h): the reply waits for the event,
  *    never polls. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -57,7 +58,9 @@ void admin_rotate_reset(struct client *c)
     c->wait_ids = NULL;
     c->rotate_producer = NULL;
     c->n_results = c->cap_results = c->n_wait = c->cap_wait = 0;
-    c->rotating = false;
+    c->rotate_lost = 0;
+    if (c->work == CLIENT_WORK_ROTATE)
+        admin_client_set_work(c, CLIENT_WORK_NONE);
 }
 
 /* ---- status ---- */
@@ -76,19 +79,27 @@ static void status_done(uv_work_t *w, int status)
     struct json_out o;
 
     (void)status;
-    c->work_pending = false;
-    if (c->closing) {
+    admin_client_set_work(c, CLIENT_WORK_NONE);
+    switch (c->state) {
+    case CLIENT_CLOSING:
         stats_figures_free(&job->fig);
         free(job);
         admin_client_maybe_free(c);
         return;
+    case CLIENT_WORKING:
+        admin_reply_begin(&o, "status");
+        json_key(&o, "status");
+        stats_write_json(&o, &job->fig);
+        stats_figures_free(&job->fig);
+        free(job);
+        admin_reply_end(c, &o, false);
+        return;
+    case CLIENT_READING_REQUEST:
+    case CLIENT_WRITING_REPLY:
+    case CLIENT_WRITING_LAST_REPLY:
+        break;
     }
-    admin_reply_begin(&o, "status");
-    json_key(&o, "status");
-    stats_write_json(&o, &job->fig);
-    stats_figures_free(&job->fig);
-    free(job);
-    admin_reply_end(c, &o);
+    assert(!"a status job ended for a connection not waiting for it");
 }
 
 void admin_status(struct client *c)
@@ -110,7 +121,7 @@ void admin_status(struct client *c)
         admin_send_error(c, EIO, true, "cannot queue the status work: %s", uv_strerror(r));
         return;
     }
-    c->work_pending = true;
+    admin_client_set_work(c, CLIENT_WORK_STATUS);
 }
 
 /* ---- ls ---- */
@@ -153,7 +164,7 @@ void admin_ls(struct client *c, const char *producer)
         json_obj_end(&o);
     }
     json_arr_end(&o);
-    admin_reply_end(c, &o);
+    admin_reply_end(c, &o, false);
 }
 
 /* ---- rotate ---- */
@@ -161,8 +172,8 @@ void admin_ls(struct client *c, const char *producer)
 static void reply_rotate(struct client *c)
 {
     struct json_out o;
+    bool incomplete = c->rotate_lost > 0;
 
-    c->rotating = false;
     admin_reply_begin(&o, "rotate");
     json_member_str(&o, "producer", c->rotate_producer);
     json_member_u64(&o, "retired", c->rotate_retired);
@@ -193,7 +204,7 @@ static void reply_rotate(struct client *c)
         json_arr_end(&o);
     }
     admin_rotate_reset(c);
-    admin_reply_end(c, &o);
+    admin_reply_end(c, &o, incomplete);
 }
 
 static int add_result(struct client *c, const struct shard *s, int err)
@@ -239,13 +250,13 @@ void admin_on_shard_sealed(void *data, const struct shard *s, int err)
      * once): it belongs to the request being set up. */
     if (a->collecting && matches(a->collecting, s)) {
         if (add_result(a->collecting, s, err) < 0)
-            a->collecting->close_after_write = true;
+            a->collecting->rotate_lost++;
         return;
     }
     list_for_each_safe(n, tmp, &a->clients) {
         struct client *c = list_entry(n, struct client, node);
 
-        if (!c->rotating)
+        if (c->work != CLIENT_WORK_ROTATE)
             continue;
         for (size_t i = 0; i < c->n_wait; i++) {
             if (c->wait_ids[i] != s->id)
@@ -283,7 +294,7 @@ void admin_rotate(struct client *c, const char *producer)
     a->collecting = c;
     c->rotate_retired = session_rotate(d, producer, &c->rotate_busy);
     a->collecting = NULL;
-    if (c->closing)
+    if (c->state == CLIENT_CLOSING)
         return;
     /* Wait for every matching shard that is being sealed, including those
      * retired earlier (full or old) whose seal is still running: once the
@@ -310,5 +321,5 @@ void admin_rotate(struct client *c, const char *producer)
         reply_rotate(c);
         return;
     }
-    c->rotating = true;
+    admin_client_set_work(c, CLIENT_WORK_ROTATE);
 }

@@ -31,35 +31,75 @@ struct rotate_result {
     bool quarantined;
 };
 
+/* A connection's life, one request at a time (admin_client_set_state()
+ * asserts every transition):
+ *
+ *   READING_REQUEST -> WORKING -> WRITING_REPLY -> READING_REQUEST ...
+ *
+ * WORKING answers directly (ls, an error) or waits: for a status job on
+ * the thread pool, or for the seals a rotate asked for (enum client_work).
+ * A reply after which the connection must end (a request that is not
+ * JSON or of an unsupported version, out of memory) is WRITING_LAST_REPLY;
+ * a line too long to read goes there straight from READING_REQUEST.
+ * Every state may go to CLOSING (a timeout, a failed write, the end of
+ * input with nothing left to answer, the drain); CLOSING is the last state:
+ * the connection is freed, not moved to a CLOSED state, once its two
+ * handles have closed and nothing of it is in flight (admin_client_maybe_free). */
+enum client_state {
+    CLIENT_READING_REQUEST, /* waiting for a complete line; the request timer runs */
+    CLIENT_WORKING,         /* a request is taken; its reply is not being written yet */
+    CLIENT_WRITING_REPLY,   /* a reply is being written; then the next request */
+    CLIENT_WRITING_LAST_REPLY, /* a reply is being written; then the connection closes */
+    CLIENT_CLOSING,         /* its handles are closing */
+};
+
+/* What a WORKING request waits for. Kept apart from the state because a
+ * status job on the thread pool cannot be called back: it outlives a close,
+ * and a CLOSING connection waits for it before it is freed. */
+enum client_work {
+    CLIENT_WORK_NONE,
+    CLIENT_WORK_STATUS, /* a status job is on the thread pool */
+    CLIENT_WORK_ROTATE, /* a rotate waits for the seals in wait_ids */
+};
+
+/* The reading side, apart from the state because it runs while a request
+ * is answered: lines that arrive meanwhile wait in rx, answered in order.
+ * PAUSED -> READING -> PAUSED (rx is full, or the connection closes) or
+ * ENDED (the peer is done: what is in rx is answered, then the connection
+ * closes). */
+enum client_input {
+    CLIENT_INPUT_PAUSED, /* not reading: not started yet, or rx is full */
+    CLIENT_INPUT_READING,
+    CLIENT_INPUT_ENDED,
+};
+
 struct client {
     struct admin *a;
     struct list_node node;
     uv_pipe_t pipe;
     uv_timer_t timer;
     unsigned handles_open;
-    bool closing;
+    enum client_state state;
+    enum client_work work;
+    enum client_input input;
     struct ucred cred;
 
     char rx[ADMIN_LINE_MAX];
     size_t rx_len;
-    bool reading;
-    bool peer_done;    /* end of input: answer what is here, then close */
-    bool busy;         /* a request is being answered */
-    bool work_pending; /* a status job is on the thread pool */
 
     /* rotate */
-    bool rotating;
     char *rotate_producer; /* NULL: every producer */
     uint64_t *wait_ids;
     size_t n_wait, cap_wait;
     struct rotate_result *results;
     size_t n_results, cap_results;
     size_t rotate_retired, rotate_busy;
+    /* Seals whose result could not be recorded (out of memory): the reply
+     * lacks them, so the connection closes after it. */
+    size_t rotate_lost;
 
     uv_write_t wreq;
-    char *out;
-    bool writing;
-    bool close_after_write;
+    char *out; /* the reply being written; not NULL exactly while a write is in flight */
 };
 
 struct admin {
@@ -83,13 +123,16 @@ struct admin {
  * work or write of it is in flight (admin_client_maybe_free). */
 void admin_client_close(struct client *c);
 void admin_client_maybe_free(struct client *c);
+/* Says what a WORKING request waits for, or that it waits no more;
+ * asserts the change is one that can happen. */
+void admin_client_set_work(struct client *c, enum client_work next);
 /* Sends an error reply (docs/PROTOCOL.md); then_close: close after it. */
 void admin_send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The start and the end of every successful reply; admin_reply_end sends
- * it. */
+ * it (then_close: close after it). */
 void admin_reply_begin(struct json_out *o, const char *command);
-void admin_reply_end(struct client *c, struct json_out *o);
+void admin_reply_end(struct client *c, struct json_out *o, bool then_close);
 
 /* ---- admin-commands.c ---- */
 

@@ -22,6 +22,7 @@
  * running out of descriptors pauses accepting instead of dropping peers. */
 #include "admin.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -88,6 +89,69 @@ static char *error_reply(int code, const char *message)
     return text;
 }
 
+/* ---- states ---- */
+
+static void set_state(struct client *c, enum client_state next)
+{
+    switch (c->state) {
+    case CLIENT_READING_REQUEST:
+        /* A line too long to read is answered, and the connection ends,
+         * without ever being taken. */
+        assert(next == CLIENT_WORKING || next == CLIENT_WRITING_LAST_REPLY ||
+               next == CLIENT_CLOSING);
+        break;
+    case CLIENT_WORKING:
+        assert(next == CLIENT_WRITING_REPLY || next == CLIENT_WRITING_LAST_REPLY ||
+               next == CLIENT_CLOSING);
+        /* A reply is written only once nothing is awaited any more. */
+        assert(next == CLIENT_CLOSING || c->work == CLIENT_WORK_NONE);
+        break;
+    case CLIENT_WRITING_REPLY:
+        assert(next == CLIENT_READING_REQUEST || next == CLIENT_CLOSING);
+        break;
+    case CLIENT_WRITING_LAST_REPLY:
+        assert(next == CLIENT_CLOSING);
+        break;
+    case CLIENT_CLOSING:
+        assert(!"a closing admin connection changes state");
+        break;
+    }
+    /* Only a request being answered waits for anything. */
+    assert(next == CLIENT_WORKING || next == CLIENT_CLOSING || c->work == CLIENT_WORK_NONE);
+    c->state = next;
+}
+
+void admin_client_set_work(struct client *c, enum client_work next)
+{
+    switch (c->work) {
+    case CLIENT_WORK_NONE:
+        /* Work starts only for the request being answered. */
+        assert(next != CLIENT_WORK_NONE && c->state == CLIENT_WORKING);
+        break;
+    case CLIENT_WORK_STATUS:
+    case CLIENT_WORK_ROTATE:
+        assert(next == CLIENT_WORK_NONE);
+        break;
+    }
+    c->work = next;
+}
+
+static void set_input(struct client *c, enum client_input next)
+{
+    switch (c->input) {
+    case CLIENT_INPUT_PAUSED:
+        assert(next == CLIENT_INPUT_READING);
+        break;
+    case CLIENT_INPUT_READING:
+        assert(next == CLIENT_INPUT_PAUSED || next == CLIENT_INPUT_ENDED);
+        break;
+    case CLIENT_INPUT_ENDED:
+        assert(!"an admin connection reads again after the end of its input");
+        break;
+    }
+    c->input = next;
+}
+
 /* ---- connections ---- */
 
 static void admin_maybe_done(struct admin *a)
@@ -103,7 +167,8 @@ void admin_client_maybe_free(struct client *c)
 {
     struct admin *a = c->a;
 
-    if (c->handles_open > 0 || c->work_pending || c->writing)
+    assert(c->state == CLIENT_CLOSING);
+    if (c->handles_open > 0 || c->work == CLIENT_WORK_STATUS || c->out)
         return;
     admin_rotate_reset(c);
     free(c->out);
@@ -123,14 +188,15 @@ static void on_client_closed(uv_handle_t *h)
 
 void admin_client_close(struct client *c)
 {
-    if (c->closing)
+    if (c->state == CLIENT_CLOSING)
         return;
-    c->closing = true;
+    set_state(c, CLIENT_CLOSING);
     if (c->a->collecting == c)
         c->a->collecting = NULL;
-    if (c->reading)
+    if (c->input == CLIENT_INPUT_READING) {
         (void)uv_read_stop((uv_stream_t *)&c->pipe);
-    c->reading = false;
+        set_input(c, CLIENT_INPUT_PAUSED);
+    }
     uv_close((uv_handle_t *)&c->pipe, on_client_closed);
     uv_close((uv_handle_t *)&c->timer, on_client_closed);
 }
@@ -144,24 +210,34 @@ static void on_reply_written(uv_write_t *req, int status)
 {
     struct client *c = req->data;
 
-    c->writing = false;
     free(c->out);
     c->out = NULL;
-    if (c->closing) {
+    switch (c->state) {
+    case CLIENT_CLOSING:
         admin_client_maybe_free(c);
         return;
-    }
-    if (status < 0 || c->close_after_write) {
+    case CLIENT_WRITING_LAST_REPLY:
         admin_client_close(c);
         return;
+    case CLIENT_WRITING_REPLY:
+        if (status < 0) {
+            admin_client_close(c);
+            return;
+        }
+        set_state(c, CLIENT_READING_REQUEST);
+        (void)uv_timer_start(&c->timer, on_request_timeout, ADMIN_REQUEST_TIMEOUT_MS, 0);
+        client_process(c); /* a request that came while this one was answered */
+        return;
+    case CLIENT_READING_REQUEST:
+    case CLIENT_WORKING:
+        break;
     }
-    c->busy = false;
-    (void)uv_timer_start(&c->timer, on_request_timeout, ADMIN_REQUEST_TIMEOUT_MS, 0);
-    client_process(c); /* a request that came while this one was answered */
+    assert(!"a reply was written while none was being written");
 }
 
-/* Sends text (a complete reply with its newline, owned from here on). */
-static void send_reply(struct client *c, char *text)
+/* Sends text (a complete reply with its newline, owned from here on);
+ * then_close: the connection ends once it is written. */
+static void send_reply(struct client *c, char *text, bool then_close)
 {
     uv_buf_t b;
     int r;
@@ -170,7 +246,7 @@ static void send_reply(struct client *c, char *text)
         admin_client_close(c); /* out of memory: the peer sees the connection end */
         return;
     }
-    if (c->closing) {
+    if (c->state == CLIENT_CLOSING) {
         free(text);
         return;
     }
@@ -184,7 +260,7 @@ static void send_reply(struct client *c, char *text)
         admin_client_close(c);
         return;
     }
-    c->writing = true;
+    set_state(c, then_close ? CLIENT_WRITING_LAST_REPLY : CLIENT_WRITING_REPLY);
 }
 
 void admin_send_error(struct client *c, int code, bool then_close, const char *fmt, ...)
@@ -195,8 +271,7 @@ void admin_send_error(struct client *c, int code, bool then_close, const char *f
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    c->close_after_write = then_close;
-    send_reply(c, error_reply(code, msg));
+    send_reply(c, error_reply(code, msg), then_close);
 }
 
 /* The start of every successful reply. */
@@ -209,7 +284,7 @@ void admin_reply_begin(struct json_out *o, const char *command)
     json_member_str(o, "command", command);
 }
 
-void admin_reply_end(struct client *c, struct json_out *o)
+void admin_reply_end(struct client *c, struct json_out *o, bool then_close)
 {
     char *text = NULL;
     size_t len;
@@ -218,7 +293,7 @@ void admin_reply_end(struct client *c, struct json_out *o)
     json_raw(o, "\n", 1);
     if (json_out_finish(o, &text, &len) < 0)
         text = NULL;
-    send_reply(c, text);
+    send_reply(c, text, then_close);
 }
 
 /* ---- requests ---- */
@@ -276,17 +351,23 @@ static void client_process(struct client *c)
     char *nl;
     size_t len;
 
-    if (c->busy || c->closing)
-        return;
+    if (c->state != CLIENT_READING_REQUEST)
+        return; /* one request at a time: the next waits in rx */
     nl = memchr(c->rx, '\n', c->rx_len);
     if (!nl) {
         if (c->rx_len >= sizeof(c->rx)) {
-            c->busy = true;
             admin_send_error(c, EMSGSIZE, true, "request longer than %u bytes", ADMIN_LINE_MAX);
-        } else if (c->peer_done) {
-            admin_client_close(c); /* nothing more will come, nothing is left to answer */
-        } else if (!c->reading) {
+            return;
+        }
+        switch (c->input) {
+        case CLIENT_INPUT_PAUSED:
             client_start_reading(c);
+            break;
+        case CLIENT_INPUT_READING:
+            break; /* the rest of the line is on its way */
+        case CLIENT_INPUT_ENDED:
+            admin_client_close(c); /* nothing more will come, nothing is left to answer */
+            break;
         }
         return;
     }
@@ -294,7 +375,7 @@ static void client_process(struct client *c)
     memcpy(line, c->rx, len);
     c->rx_len -= len + 1;
     memmove(c->rx, nl + 1, c->rx_len);
-    c->busy = true;
+    set_state(c, CLIENT_WORKING);
     (void)uv_timer_stop(&c->timer);
     handle_request(c, line, len);
 }
@@ -308,7 +389,7 @@ static void client_start_reading(struct client *c)
         admin_client_close(c);
         return;
     }
-    c->reading = true;
+    set_input(c, CLIENT_INPUT_READING);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -330,7 +411,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         /* Lines wait unanswered behind the one being answered; reading
          * resumes once there is room (client_process). */
         (void)uv_read_stop(stream);
-        c->reading = false;
+        set_input(c, CLIENT_INPUT_PAUSED);
         return;
     }
     if (nread < 0) {
@@ -338,8 +419,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
          * peer may shut down its writing side and wait for the reply);
          * then the connection closes. */
         (void)uv_read_stop(stream);
-        c->reading = false;
-        c->peer_done = true;
+        set_input(c, CLIENT_INPUT_ENDED);
         client_process(c);
         return;
     }
@@ -399,6 +479,9 @@ static void accept_one(struct admin *a, int fd)
     }
     c->a = a;
     c->cred = cred;
+    c->state = CLIENT_READING_REQUEST;
+    c->work = CLIENT_WORK_NONE;
+    c->input = CLIENT_INPUT_PAUSED;
     (void)uv_pipe_init(a->d->loop, &c->pipe, 0); /* cannot fail */
     c->pipe.data = c;
     (void)uv_timer_init(a->d->loop, &c->timer);
@@ -547,7 +630,7 @@ void admin_stop(struct admin *a, void (*cb)(void *data), void *data)
     list_for_each_safe(n, tmp, &a->clients) {
         struct client *c = list_entry(n, struct client, node);
 
-        if (c->rotating && !c->writing && !c->closing) {
+        if (c->state == CLIENT_WORKING && c->work == CLIENT_WORK_ROTATE) {
             /* Said without waiting: the drain must not depend on a peer
              * that does not read. The drain seals the shards anyway. */
             char *text = error_reply(ESHUTDOWN, "logshardd is stopping; the drain seals "
