@@ -56,6 +56,16 @@ struct stats_rate_sample {
     uint64_t bytes;
 };
 
+/* The daemon's lifecycle, only ever forward (lifecycle.c asserts it):
+ * running; draining once SIGTERM or SIGINT came (nothing new is accepted,
+ * every session and shard is finished); stopped once the last shard is
+ * sealed and the loop's last handles are closing. */
+enum lifecycle_state {
+    LIFECYCLE_RUNNING,
+    LIFECYCLE_DRAINING,
+    LIFECYCLE_STOPPED,
+};
+
 /* What the command line said; it wins over the file, at start and at every
  * reload. */
 struct daemon_args {
@@ -122,8 +132,7 @@ struct daemon {
 
     /* The lifecycle (lifecycle.c): running, then draining, then stopped;
      * never back. */
-    bool draining;
-    bool stopped;
+    enum lifecycle_state lifecycle;
     int exit_code;
 
     struct daemon_stats stats;

@@ -32,6 +32,28 @@
 #include "shard.h"
 #include "stats.h"
 
+/* Only forward, one step at a time: running, draining, stopped. */
+static void set_lifecycle(struct daemon *d, enum lifecycle_state next)
+{
+    switch (d->lifecycle) {
+    case LIFECYCLE_RUNNING:
+        assert(next == LIFECYCLE_DRAINING);
+        break;
+    case LIFECYCLE_DRAINING:
+        assert(next == LIFECYCLE_STOPPED);
+        break;
+    case LIFECYCLE_STOPPED:
+        assert(!"a stopped daemon changes its lifecycle state");
+        break;
+    }
+    d->lifecycle = next;
+}
+
+bool lifecycle_running(const struct daemon *d)
+{
+    return d->lifecycle == LIFECYCLE_RUNNING;
+}
+
 static void close_handle(uv_handle_t *h)
 {
     if (!uv_is_closing(h))
@@ -97,7 +119,7 @@ static const struct shard_events lifecycle_shard_events = {
 
 void lifecycle_start(struct daemon *d)
 {
-    assert(!d->draining && !d->stopped);
+    assert(d->lifecycle == LIFECYCLE_RUNNING);
     shard_subscribe(d, &d->lifecycle_on_shards, &lifecycle_shard_events, d);
     (void)uv_timer_init(d->loop, &d->age_timer);
     d->age_timer.data = d;
@@ -125,7 +147,7 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
         { "[daemon] socket_group", offsetof(struct config, socket_group), true },
     };
 
-    assert(!d->draining && !d->stopped);
+    assert(d->lifecycle == LIFECYCLE_RUNNING);
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
         void *old_p = (char *)&d->config + fixed[i].offset;
         void *new_p = (char *)fresh + fixed[i].offset;
@@ -171,13 +193,13 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
 
 void lifecycle_maybe_finish(struct daemon *d)
 {
-    if (!d->draining || d->stopped || d->listener || d->admin || !list_empty(&d->sessions) ||
+    if (d->lifecycle != LIFECYCLE_DRAINING || d->listener || d->admin || !list_empty(&d->sessions) ||
         !list_empty(&d->shards))
         return;
     d->stats.syncs = io_syncs_done(d->io);
     if (io_close(d->io, NULL, NULL) < 0)
         return; /* a completion is still due; it calls back here */
-    d->stopped = true;
+    set_lifecycle(d, LIFECYCLE_STOPPED);
     d->io = NULL;
     shard_unsubscribe(&d->lifecycle_on_shards);
     close_handle((uv_handle_t *)&d->sigterm);
@@ -211,10 +233,14 @@ static void on_admin_stopped(void *data)
 
 void lifecycle_begin_drain(struct daemon *d, const char *why)
 {
-    if (d->draining)
-        return;
-    assert(!d->stopped);
-    d->draining = true;
+    switch (d->lifecycle) {
+    case LIFECYCLE_RUNNING:
+        break;
+    case LIFECYCLE_DRAINING:
+    case LIFECYCLE_STOPPED:
+        return; /* asked again: the drain is under way or over */
+    }
+    set_lifecycle(d, LIFECYCLE_DRAINING);
     notify_stopping("Draining: finishing every session and sealing every shard");
     log_info("%s: no new connections; finishing %s sessions and sealing their shards", why,
              list_empty(&d->sessions) ? "no" : "all");

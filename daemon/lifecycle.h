@@ -5,6 +5,8 @@
  * (shard-events.h) like every other listener. */
 #pragma once
 
+#include <stdbool.h>
+
 struct config;
 struct daemon;
 
@@ -24,6 +26,10 @@ void lifecycle_reload(struct daemon *d, struct config *fresh);
 /* Starts draining: stop accepting, let every session finish, seal every
  * shard, then leave the loop. Safe to call more than once. */
 void lifecycle_begin_drain(struct daemon *d, const char *why);
+
+/* Whether the daemon still runs: false from the start of the drain on, when
+ * a second SIGTERM or SIGINT exits at once and SIGHUP is ignored. */
+bool lifecycle_running(const struct daemon *d);
 
 /* Called whenever a session goes away (and, through the shards' sealed
  * event, a shard), so the drain can see when the last one is gone. */

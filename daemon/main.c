@@ -171,7 +171,7 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
 
-    if (d->draining) {
+    if (!lifecycle_running(d)) {
         log_warning("%s during the drain: exiting now; unsealed shards stay in %s/active for "
                     "recovery",
                     strsignal(signum), d->config.spool);
@@ -189,7 +189,7 @@ static void on_sighup(uv_signal_t *h, int signum)
     char err[1024];
 
     (void)signum;
-    if (d->draining)
+    if (!lifecycle_running(d))
         return;
     notify_reloading();
     if (load_settings(&fresh, &d->args, err, sizeof(err)) < 0) {
