@@ -59,15 +59,19 @@ static int load_config(const char *command, const char *path, struct config *ret
     return 0;
 }
 
-int logctl_admin_socket(const char *command, const char *option, const char *config,
-                        char **ret)
+enum configured_path { CONFIGURED_ADMIN_SOCKET, CONFIGURED_SPOOL };
+
+/* A path given on the command line (or in the environment) as chosen, else
+ * the one the config file (or the built-in default) names. */
+static int chosen_or_configured(const char *command, const char *chosen, const char *config,
+                                enum configured_path which, char **ret)
 {
-    const char *env = getenv("LOGSHARD_ADMIN_SOCKET");
     struct config c;
+    char **in_config;
     int r;
 
-    if (option || (env && *env)) {
-        *ret = strdup(option ? option : env);
+    if (chosen) {
+        *ret = strdup(chosen);
         if (!*ret) {
             fprintf(stderr, "logctl: %s: out of memory\n", command);
             return LOGCTL_EXIT_FAILURE;
@@ -77,32 +81,25 @@ int logctl_admin_socket(const char *command, const char *option, const char *con
     r = load_config(command, config, &c);
     if (r != 0)
         return r;
-    *ret = c.admin_socket;
-    c.admin_socket = NULL;
+    in_config = which == CONFIGURED_SPOOL ? &c.spool : &c.admin_socket;
+    *ret = *in_config;
+    *in_config = NULL; /* now the caller's */
     config_free(&c);
     return 0;
 }
 
+int logctl_admin_socket(const char *command, const char *option, const char *config,
+                        char **ret)
+{
+    const char *env = getenv("LOGSHARD_ADMIN_SOCKET");
+
+    return chosen_or_configured(command, option ? option : (env && *env ? env : NULL), config,
+                                CONFIGURED_ADMIN_SOCKET, ret);
+}
+
 int logctl_spool(const char *command, const char *option, const char *config, char **ret)
 {
-    struct config c;
-    int r;
-
-    if (option) {
-        *ret = strdup(option);
-        if (!*ret) {
-            fprintf(stderr, "logctl: %s: out of memory\n", command);
-            return LOGCTL_EXIT_FAILURE;
-        }
-        return 0;
-    }
-    r = load_config(command, config, &c);
-    if (r != 0)
-        return r;
-    *ret = c.spool;
-    c.spool = NULL;
-    config_free(&c);
-    return 0;
+    return chosen_or_configured(command, option, config, CONFIGURED_SPOOL, ret);
 }
 
 static int64_t now_ms(void)
