@@ -274,8 +274,6 @@ static void print_json(const struct list *l)
         const struct entry *e = &l->v[i];
         struct json_out o;
         char hex[17], t[64];
-        char *text = NULL;
-        size_t len;
 
         snprintf(hex, sizeof(hex), "%016" PRIx64, e->id);
         json_out_init(&o);
@@ -303,11 +301,7 @@ static void print_json(const struct list *l)
             json_member_str(&o, "error", e->error);
         }
         json_obj_end(&o);
-        json_raw(&o, "\n", 1);
-        if (json_out_finish(&o, &text, &len) == 0) {
-            fputs(text, stdout);
-            free(text);
-        }
+        (void)logctl_print_json_line("ls", &o); /* says why itself; the next line may fit */
     }
 }
 

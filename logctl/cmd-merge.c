@@ -157,8 +157,6 @@ static void print_merge_json(const struct merge_result *res, const struct merge_
         [MERGE_RECOVERY_ROLLED_BACK] = "rolled_back",
     };
     struct json_out o;
-    char *text = NULL;
-    size_t len;
 
     json_out_init(&o);
     json_obj_begin(&o);
@@ -200,11 +198,7 @@ static void print_merge_json(const struct merge_result *res, const struct merge_
     json_arr_end(&o);
     json_member_str(&o, "error", r < 0 ? (res->error ? res->error : strerror(-r)) : NULL);
     json_obj_end(&o);
-    json_raw(&o, "\n", 1);
-    if (json_out_finish(&o, &text, &len) == 0) {
-        fputs(text, stdout);
-        free(text);
-    }
+    (void)logctl_print_json_line("merge", &o); /* says why itself; the exit status stands */
 }
 
 static void on_progress(const struct merge_progress *mp, void *userdata)

@@ -103,8 +103,6 @@ int logctl_rotate(int argc, char **argv)
     }
     if (json) {
         struct json_out o;
-        char *text = NULL;
-        size_t len;
 
         json_out_init(&o);
         json_obj_begin(&o);
@@ -116,11 +114,7 @@ int logctl_rotate(int argc, char **argv)
             json_write_value(&o, &reply->items[i]);
         }
         json_obj_end(&o);
-        json_raw(&o, "\n", 1);
-        if (json_out_finish(&o, &text, &len) == 0) {
-            fputs(text, stdout);
-            free(text);
-        }
+        (void)logctl_print_json_line("rotate", &o); /* says why itself; the rotate is done */
     } else {
         for (size_t i = 0; i < sealed->n; i++) {
             const struct json_value *s = &sealed->items[i];

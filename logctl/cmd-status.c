@@ -165,19 +165,14 @@ int logctl_status(int argc, char **argv)
     }
     if (json) {
         struct json_out o;
-        char *text = NULL;
-        size_t len;
 
         json_out_init(&o);
         json_write_value(&o, json_get(reply, "status"));
-        json_raw(&o, "\n", 1);
-        if (json_out_finish(&o, &text, &len) < 0) {
+        r = logctl_print_json_line("status", &o);
+        if (r != 0) {
             json_value_free(reply);
-            fprintf(stderr, "logctl: status: out of memory\n");
-            return LOGCTL_EXIT_FAILURE;
+            return r;
         }
-        fputs(text, stdout);
-        free(text);
     } else {
         print_status(json_get(reply, "status"));
     }

@@ -9,10 +9,27 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "logctl.h"
 #include "logshard-build.h"
+
+int logctl_print_json_line(const char *command, struct json_out *o)
+{
+    char *text;
+    size_t len;
+
+    json_raw(o, "\n", 1);
+    if (json_out_finish(o, &text, &len) < 0) {
+        fprintf(stderr, "logctl: %s: out of memory\n", command);
+        return LOGCTL_EXIT_FAILURE;
+    }
+    fputs(text, stdout);
+    free(text);
+    return 0;
+}
 
 int logctl_option_error(const char *command, int opt, char **argv)
 {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct json_out;
 struct json_value;
 
 /* argv[0] is the subcommand's name; getopt_long starts after it. */
@@ -82,6 +83,11 @@ int logctl_parse_time(const char *text, uint64_t now_ns, uint64_t *ret_ns);
 /* Reports the option error getopt_long just returned (opt is '?' or ':',
  * with an optstring starting with ':') and returns LOGCTL_EXIT_USAGE. */
 int logctl_option_error(const char *command, int opt, char **argv);
+
+/* Ends o's text with a newline and prints it on stdout, for --json output;
+ * o is finished either way. Returns 0, or LOGCTL_EXIT_FAILURE after saying
+ * "logctl: <command>: out of memory". */
+int logctl_print_json_line(const char *command, struct json_out *o);
 
 /* Prints "logctl: <command>: <message>" and a hint to stderr and returns
  * LOGCTL_EXIT_USAGE. */
