@@ -23,16 +23,18 @@
  * block of each file), against 0.06 s and 0.3 s for the listing alone. So
  * it runs once: after a full check that could read every file, a stamp
  * file beside done/ (<spool>/done.checked) records it, and later starts
- * look only at the
- * entries readdir reports as something other than a regular file (FIFOs
- * and the like, which are moved away without being opened). What this
+ * look only at the entries readdir reports as something other than a
+ * regular file (FIFOs and the like, which are moved away without being
+ * opened). What this
  * version puts in done/ is valid by construction; a regular file someone
  * copies there by hand later is for merge to judge, or for the next full
  * check once the stamp is deleted.
  *
  * A file whose header is valid but whose records are damaged (a flipped
  * bit, a torn tail) is a shard with damage, not a stranger: it stays in
- * done/, reported, so that what is intact in it can still be merged. */
+ * done/, reported; logctl merge, which reads every record, sets it aside in
+ * quarantine/ with the offset of the damage, and logctl cat still reads
+ * every intact record of it there. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
