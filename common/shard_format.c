@@ -14,13 +14,23 @@
 
 #include "crc32c.h"
 
+bool shard_header_has_stream(const struct shard_header *h)
+{
+    static const uint8_t none[SHARD_STREAM_ID_SIZE];
+
+    return h->version >= SHARD_FORMAT_VERSION_STREAM &&
+           memcmp(h->stream_id, none, sizeof(none)) != 0;
+}
+
 size_t shard_encode_header(unsigned char *out, const struct shard_header *h)
 {
-    size_t size = shard_header_size(h->producer_len);
+    unsigned version = shard_header_write_version(h);
+    size_t size = shard_header_size_v(version, h->producer_len);
+    size_t name_at = SHARD_HEADER_FIXED;
     unsigned char *p = out;
 
     memcpy(p, SHARD_MAGIC, SHARD_MAGIC_SIZE);
-    wire_put_u16(p + 8, SHARD_FORMAT_VERSION);
+    wire_put_u16(p + 8, (uint16_t)version);
     wire_put_u16(p + 10, (uint16_t)size);
     wire_put_u32(p + 12, h->uid);
     wire_put_u32(p + 16, h->gid);
@@ -28,7 +38,12 @@ size_t shard_encode_header(unsigned char *out, const struct shard_header *h)
     wire_put_u64(p + 24, h->shard_id);
     wire_put_u64(p + 32, h->created_ns);
     wire_put_u16(p + 40, (uint16_t)h->producer_len);
-    memcpy(p + SHARD_HEADER_FIXED, h->producer, h->producer_len);
+    if (version >= SHARD_FORMAT_VERSION_STREAM) {
+        memcpy(p + SHARD_HEADER_FIXED, h->stream_id, SHARD_STREAM_ID_SIZE);
+        wire_put_u64(p + SHARD_HEADER_FIXED + SHARD_STREAM_ID_SIZE, h->first_position);
+        name_at += SHARD_HEADER_STREAM;
+    }
+    memcpy(p + name_at, h->producer, h->producer_len);
     wire_put_u32(p + size - 4, crc32c(p, size - 4));
     return size;
 }
@@ -37,12 +52,14 @@ int shard_decode_header(const unsigned char *in, size_t avail, struct shard_head
                         const char **ret_why)
 {
     struct shard_header h;
-    size_t size;
+    size_t size, name_at = SHARD_HEADER_FIXED;
 
     if (memcmp(in, SHARD_MAGIC, avail < SHARD_MAGIC_SIZE ? avail : SHARD_MAGIC_SIZE) != 0) {
         *ret_why = "no shard header (bad magic)";
         return -EBADMSG;
     }
+    /* The fixed part holds the version and the name's length, which give
+     * the header's size in every version. */
     if (avail < SHARD_HEADER_FIXED)
         return -EAGAIN;
     memset(&h, 0, sizeof(h));
@@ -54,7 +71,7 @@ int shard_decode_header(const unsigned char *in, size_t avail, struct shard_head
     h.shard_id = wire_get_u64(in + 24);
     h.created_ns = wire_get_u64(in + 32);
     h.producer_len = wire_get_u16(in + 40);
-    if (h.version < SHARD_FORMAT_VERSION_MIN || h.version > SHARD_FORMAT_VERSION) {
+    if (h.version < SHARD_FORMAT_VERSION_MIN || h.version > SHARD_FORMAT_VERSION_MAX) {
         *ret_why = "unsupported shard format version";
         return -EBADMSG;
     }
@@ -62,7 +79,7 @@ int shard_decode_header(const unsigned char *in, size_t avail, struct shard_head
         *ret_why = "producer name length out of range in shard header";
         return -EBADMSG;
     }
-    size = shard_header_size(h.producer_len);
+    size = shard_header_size_v(h.version, h.producer_len);
     if (h.header_len != size) {
         *ret_why = "shard header length does not match its producer name";
         return -EBADMSG;
@@ -73,10 +90,23 @@ int shard_decode_header(const unsigned char *in, size_t avail, struct shard_head
         *ret_why = "shard header CRC mismatch";
         return -EBADMSG;
     }
-    memcpy(h.producer, in + SHARD_HEADER_FIXED, h.producer_len);
+    if (h.version >= SHARD_FORMAT_VERSION_STREAM) {
+        memcpy(h.stream_id, in + SHARD_HEADER_FIXED, SHARD_STREAM_ID_SIZE);
+        h.first_position = wire_get_u64(in + SHARD_HEADER_FIXED + SHARD_STREAM_ID_SIZE);
+        name_at += SHARD_HEADER_STREAM;
+    }
+    memcpy(h.producer, in + name_at, h.producer_len);
     h.producer[h.producer_len] = '\0';
     if (wire_check_producer_name(h.producer, h.producer_len) < 0) {
         *ret_why = "producer name in shard header breaks the naming rule";
+        return -EBADMSG;
+    }
+    if (h.first_position >= SHARD_POSITION_LIMIT) {
+        *ret_why = "first position out of range in shard header";
+        return -EBADMSG;
+    }
+    if (h.first_position != 0 && !shard_header_has_stream(&h)) {
+        *ret_why = "first position without a stream in shard header";
         return -EBADMSG;
     }
     *ret = h;
@@ -274,6 +304,14 @@ static ssize_t reader_fill(struct shard_reader *r, size_t want)
     return (ssize_t)(r->end - r->start);
 }
 
+/* The position of the current shard's next record: every framed record of
+ * the shard counts, the ones skipped as damage too, so that a record keeps
+ * the position it was written with whatever was lost before it. */
+static uint64_t reader_position(const struct shard_reader *r)
+{
+    return shard_header_has_stream(&r->header) ? r->header.first_position + r->shard_records : 0;
+}
+
 static int reader_fail(struct shard_reader *r, int err, const char *why)
 {
     r->error = err;
@@ -337,6 +375,7 @@ static int read_trailer(struct shard_reader *r, struct shard_item *ret)
     ret->offset = offset;
     ret->header = &r->header;
     ret->timestamp_ns = 0;
+    ret->position = 0;
     ret->payload = NULL;
     ret->len = len;
     ret->trailer = &r->trailer;
@@ -386,6 +425,7 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         ret->offset = r->header_offset;
         ret->header = &r->header;
         ret->timestamp_ns = 0;
+        ret->position = 0;
         ret->payload = NULL;
         ret->len = 0;
         ret->trailer = NULL;
@@ -421,6 +461,7 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         ret->offset = r->buf_offset + r->start;
         ret->header = &r->header;
         ret->timestamp_ns = ts;
+        ret->position = reader_position(r);
         ret->payload = p + SHARD_RECORD_HEADER;
         ret->len = len;
         ret->trailer = NULL;
@@ -631,7 +672,9 @@ int shard_reader_skip_damage(struct shard_reader *r, unsigned flags, struct shar
         if (rc < 0)
             goto fail;
         if (rc == NEXT_VALID) {
-            /* The trailer counts the record: it was written whole. */
+            /* The trailer counts the record: it was written whole, and
+             * so does the position of every record after it. */
+            s.position = reader_position(r);
             r->shard_records++;
             s.bytes = end - from;
             s.records = 1;

@@ -11,16 +11,29 @@
 
 #define SHARD_MAGIC "LOGSHRD\x01"
 #define SHARD_MAGIC_SIZE 8u
-/* The version written. Readers also read version 1, which is version 2
- * without the seal trailer. */
+/* The version written unless the caller asks for another (struct
+ * shard_header's version). Readers read versions 1 to 3: version 1 is
+ * version 2 without the seal trailer, version 3 is version 2 with the
+ * producer's stream identity and the position of the shard's first record
+ * in its header. */
 #define SHARD_FORMAT_VERSION 2u
 #define SHARD_FORMAT_VERSION_MIN 1u
+#define SHARD_FORMAT_VERSION_MAX 3u
+#define SHARD_FORMAT_VERSION_STREAM 3u /* the first version with a stream */
 
 /* Header: magic[8], u16 version, u16 header_len, u32 uid, u32 gid, u32 pid,
- * u64 shard_id, u64 created_ns, u16 producer_len, producer, u32 crc32c of all
- * bytes before it. */
+ * u64 shard_id, u64 created_ns, u16 producer_len, then in version 3 only
+ * stream_id[16] and u64 first_position, then producer, u32 crc32c of all
+ * bytes before it. Everything a reader needs to know the header's size is
+ * in its first SHARD_HEADER_FIXED bytes. */
 #define SHARD_HEADER_FIXED 42u
-#define SHARD_HEADER_MAX (SHARD_HEADER_FIXED + WIRE_PRODUCER_NAME_MAX + 4u)
+#define SHARD_STREAM_ID_SIZE 16u
+#define SHARD_HEADER_STREAM (SHARD_STREAM_ID_SIZE + 8u) /* what version 3 adds */
+#define SHARD_HEADER_MAX (SHARD_HEADER_FIXED + SHARD_HEADER_STREAM + WIRE_PRODUCER_NAME_MAX + 4u)
+
+/* Positions are below 2^63, so that first_position plus the records of any
+ * file (fewer than 2^63) never wraps; a header claiming more is invalid. */
+#define SHARD_POSITION_LIMIT (UINT64_C(1) << 63)
 
 /* Record: u32 length, u32 crc32c, u64 timestamp_ns, payload. The CRC covers
  * the length, the timestamp and the payload. */
@@ -64,23 +77,58 @@ struct shard_header {
     uint64_t created_ns; /* CLOCK_REALTIME, nanoseconds since the epoch */
     size_t producer_len;
     char producer[WIRE_PRODUCER_NAME_MAX + 1]; /* NUL-terminated */
+    /* The producer's stream (version 3): an identity its library chose at
+     * random when it connected, all zero for none, and the position of the
+     * shard's first record in that stream; record i of the shard (every
+     * framed record counts) has position first_position + i. Versions 1
+     * and 2, and version 3 without a stream, read as no stream and
+     * first_position 0. */
+    uint8_t stream_id[SHARD_STREAM_ID_SIZE];
+    uint64_t first_position;
 };
 
-/* Bytes a header with a producer name of producer_len bytes takes. */
+/* Bytes a version 1 or 2 header (what is written by default) with a
+ * producer name of producer_len bytes takes. */
 static inline size_t shard_header_size(size_t producer_len)
 {
     return SHARD_HEADER_FIXED + producer_len + 4u;
 }
 
-/* Encodes h into out (at least shard_header_size(h->producer_len) bytes) and
- * returns the number of bytes written. header_len and version are filled in
- * from the producer name; the caller sets the rest. */
+/* Bytes a header of the given version takes. */
+static inline size_t shard_header_size_v(unsigned version, size_t producer_len)
+{
+    return shard_header_size(producer_len) +
+           (version >= SHARD_FORMAT_VERSION_STREAM ? SHARD_HEADER_STREAM : 0u);
+}
+
+/* The version shard_encode_header writes for h: version 3 when h->version
+ * asks for it, else SHARD_FORMAT_VERSION (version 2), whatever else
+ * h->version holds (0 in a zeroed struct, 1 or 2 from a decoded header). */
+static inline unsigned shard_header_write_version(const struct shard_header *h)
+{
+    return h->version == SHARD_FORMAT_VERSION_STREAM ? SHARD_FORMAT_VERSION_STREAM
+                                                     : SHARD_FORMAT_VERSION;
+}
+
+/* Whether the shard's records have positions: a version 3 header whose
+ * stream_id is not all zero. */
+bool shard_header_has_stream(const struct shard_header *h);
+
+/* Encodes h into out (at least shard_header_size_v(
+ * shard_header_write_version(h), h->producer_len) bytes) and returns the
+ * number of bytes written. The version written is
+ * shard_header_write_version(h); header_len is filled in from it and the
+ * producer name; the caller sets the rest (stream_id and first_position
+ * are written in version 3 only, and must then be below
+ * SHARD_POSITION_LIMIT, and 0 without a stream, for the header to read
+ * back). */
 size_t shard_encode_header(unsigned char *out, const struct shard_header *h);
 
 /* Decodes a header from the avail bytes at in. Returns 0 and fills *ret,
  * -EAGAIN when more bytes are needed, -EBADMSG when the bytes are not a
- * valid header (magic, version, length, name rule or CRC); *ret_why then
- * says which. */
+ * valid header (magic, version, length, CRC, name rule, or in version 3
+ * a first position out of range or without a stream); *ret_why then says
+ * which. */
 int shard_decode_header(const unsigned char *in, size_t avail, struct shard_header *ret,
                         const char **ret_why);
 
@@ -120,6 +168,8 @@ struct shard_item {
     uint64_t offset;                   /* where the item starts in the file */
     const struct shard_header *header; /* the shard the item belongs to */
     uint64_t timestamp_ns;             /* records only */
+    uint64_t position; /* records of a shard with a stream only (else 0):
+                          header->first_position + the record's index */
     const unsigned char *payload;      /* records only; valid until next call */
     uint32_t len;
     const struct shard_trailer *trailer; /* trailers only */
@@ -154,6 +204,8 @@ struct shard_skip {
                          empty file) */
     uint64_t records; /* 1 when exactly one record with intact framing was
                          skipped, 0 when the reader resynchronised */
+    uint64_t position; /* that record's position when records is 1 and its
+                          shard has a stream, else 0 */
     const char *why;  /* what is wrong at offset (a static string) */
     bool resync;      /* the reader scanned for the next shard header */
     bool torn;        /* the file ends inside an item and nothing valid follows

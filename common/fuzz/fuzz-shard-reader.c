@@ -16,7 +16,11 @@
  * ended and reading goes on where it ends), every skip makes progress, so
  * the loop ends after at most one skip per byte, and a trailer after a
  * skipped record counts it. The growing mode (cat --follow) is run too: it
- * may stop earlier with -EAGAIN but must not return anything else. */
+ * may stop earlier with -EAGAIN but must not return anything else.
+ *
+ * In both passes each record of a shard with a stream (version 3) must
+ * carry the position first_position + its index in the shard, skipped
+ * records counted, and a record of a shard without one position 0. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -29,16 +33,49 @@ static void check_header_item(const struct shard_item *it, const uint8_t *data, 
 {
     const struct shard_header *h = it->header;
 
-    FUZZ_CHECK(h && it->payload == NULL && it->len == 0);
-    FUZZ_CHECK(h->version >= SHARD_FORMAT_VERSION_MIN && h->version <= SHARD_FORMAT_VERSION);
+    static const uint8_t none[SHARD_STREAM_ID_SIZE];
+    size_t name_at = SHARD_HEADER_FIXED;
+
+    FUZZ_CHECK(h && it->payload == NULL && it->len == 0 && it->position == 0);
+    FUZZ_CHECK(h->version >= SHARD_FORMAT_VERSION_MIN && h->version <= SHARD_FORMAT_VERSION_MAX);
     FUZZ_CHECK(h->producer_len >= 1 && h->producer_len <= WIRE_PRODUCER_NAME_MAX);
-    FUZZ_CHECK(h->header_len == shard_header_size(h->producer_len));
+    FUZZ_CHECK(h->header_len == shard_header_size_v(h->version, h->producer_len));
+    FUZZ_CHECK(h->header_len <= SHARD_HEADER_MAX);
     FUZZ_CHECK(it->offset <= size && h->header_len <= size - it->offset);
     FUZZ_CHECK(memcmp(data + it->offset, SHARD_MAGIC, SHARD_MAGIC_SIZE) == 0);
+    FUZZ_CHECK(h->first_position < SHARD_POSITION_LIMIT);
+    if (h->version >= SHARD_FORMAT_VERSION_STREAM) {
+        FUZZ_CHECK(memcmp(data + it->offset + SHARD_HEADER_FIXED, h->stream_id,
+                          SHARD_STREAM_ID_SIZE) == 0);
+        FUZZ_CHECK(wire_get_u64(data + it->offset + SHARD_HEADER_FIXED + SHARD_STREAM_ID_SIZE) ==
+                   h->first_position);
+        name_at += SHARD_HEADER_STREAM;
+    } else {
+        /* Older versions have no stream. */
+        FUZZ_CHECK(memcmp(h->stream_id, none, sizeof(none)) == 0 && h->first_position == 0);
+    }
+    FUZZ_CHECK(shard_header_has_stream(h) == (memcmp(h->stream_id, none, sizeof(none)) != 0));
+    FUZZ_CHECK(shard_header_has_stream(h) || h->first_position == 0);
     FUZZ_CHECK(strlen(h->producer) == h->producer_len);
-    FUZZ_CHECK(memcmp(data + it->offset + SHARD_HEADER_FIXED, h->producer,
-                      h->producer_len) == 0);
+    FUZZ_CHECK(memcmp(data + it->offset + name_at, h->producer, h->producer_len) == 0);
     FUZZ_CHECK(wire_check_producer_name(h->producer, h->producer_len) == 0);
+    {
+        /* It encodes back to the same bytes. */
+        unsigned char again[SHARD_HEADER_MAX];
+
+        FUZZ_CHECK(h->version == 1 || shard_encode_header(again, h) == h->header_len);
+        FUZZ_CHECK(h->version == 1 || memcmp(again, data + it->offset, h->header_len) == 0);
+    }
+}
+
+/* A record's position: its shard's first position plus the records of the
+ * shard before it (index), with a stream; 0 without. */
+static void check_position(const struct shard_item *it, uint64_t index)
+{
+    if (shard_header_has_stream(it->header))
+        FUZZ_CHECK(it->position == it->header->first_position + index);
+    else
+        FUZZ_CHECK(it->position == 0);
 }
 
 static void check_record_item(const struct shard_item *it, const uint8_t *data, size_t size)
@@ -108,6 +145,13 @@ static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
                 FUZZ_CHECK(in_shard &&
                            wire_check_producer_name(skip.header.producer,
                                                     skip.header.producer_len) == 0);
+            if (skip.records == 1)
+                FUZZ_CHECK(skip.position ==
+                           (shard_header_has_stream(&skip.header)
+                                ? skip.header.first_position + shard_records
+                                : 0));
+            else
+                FUZZ_CHECK(skip.position == 0);
             expect += skip.bytes;
             shard_records += skip.records;
             FUZZ_CHECK(shard_reader_valid_end(r) == expect);
@@ -145,6 +189,7 @@ static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
         } else {
             FUZZ_CHECK(it.kind == SHARD_ITEM_RECORD && in_shard && !sealed);
             check_record_item(&it, data, size);
+            check_position(&it, shard_records);
             expect += SHARD_RECORD_HEADER + (uint64_t)it.len;
             records++;
             shard_records++;
@@ -193,6 +238,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(expect > 0); /* a shard header always comes first */
             FUZZ_CHECK(!sealed);
             check_record_item(&it, data, size);
+            check_position(&it, shard_records);
             item_size = SHARD_RECORD_HEADER + (uint64_t)it.len;
             records++;
             shard_records++;
