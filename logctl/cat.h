@@ -45,6 +45,12 @@ int cat_read(struct shard_reader *reader, const char *path, const struct cat_opt
  * shard app.000000000000002a"). at_end: the skip ran to the end of the file. */
 void logctl_describe_skip(const struct shard_skip *s, bool at_end, char *out, size_t size);
 
+/* The stream of a shard as logctl shows it: its 32 lowercase hex digits,
+ * or "-" for a shard without one (versions 1 and 2, or none given). */
+#define LOGCTL_STREAM_TEXT_MAX (2 * SHARD_STREAM_ID_SIZE + 1)
+void logctl_format_stream(const uint8_t id[SHARD_STREAM_ID_SIZE], char *out, size_t size);
+void logctl_format_shard_stream(const struct shard_header *h, char *out, size_t size);
+
 /* The longest logctl_describe_skip() text. */
 #define LOGCTL_SKIP_TEXT_MAX 512
 

@@ -54,22 +54,28 @@ static void cat_help(void)
            "order they were received.\n"
            "\n"
            "With --meta, each line starts with\n"
-           "  <producer> <time> <shard id> \n"
+           "  <producer> <time> <shard id> <stream> <position> \n"
            "where <time> is the daemon's receive time in UTC, RFC 3339 with\n"
-           "microseconds (2024-05-01T12:34:56.123456Z), and <shard id> the 16 hex\n"
-           "digits of the file name; the three are separated by single spaces and a\n"
-           "space separates them from the payload.\n"
+           "microseconds (2024-05-01T12:34:56.123456Z), <shard id> the 16 hex\n"
+           "digits of the file name, <stream> the 32 hex digits of the producer's\n"
+           "stream and <position> the record's position in it (both '-' for a shard\n"
+           "without a stream); the five are separated by single spaces and a space\n"
+           "separates them from the payload.\n"
            "\n"
            "With --json, each record is one JSON object on one line:\n"
-           "  {\"producer\":..,\"uid\":..,\"gid\":..,\"pid\":..,\"time\":..,\"shard\":..,\"payload\":..}\n"
-           "time is RFC 3339 in UTC with nanoseconds; payload is the record as a\n"
-           "string, or \"payload_base64\" instead when the record is not valid UTF-8.\n"
+           "  {\"producer\":..,\"uid\":..,\"gid\":..,\"pid\":..,\"time\":..,\"shard\":..,\n"
+           "   \"stream\":..,\"position\":..,\"payload\":..}\n"
+           "time is RFC 3339 in UTC with nanoseconds; stream (32 hex digits) and\n"
+           "position (a number) are null for a shard without a stream; payload is\n"
+           "the record as a string, or \"payload_base64\" instead when the record is\n"
+           "not valid UTF-8.\n"
            "\n"
            "Options:\n"
            "  -p, --producer NAME   only records of producer NAME (may be repeated)\n"
            "  -S, --since TIME      only records received at or after TIME\n"
            "  -U, --until TIME      only records received at or before TIME\n"
-           "  -m, --meta            prefix each record with its producer, time and shard\n"
+           "  -m, --meta            prefix each record with its producer, time, shard,\n"
+           "                        stream and position\n"
            "  -j, --json            one JSON object per record\n"
            "  -f, --follow          keep printing the records appended to the active\n"
            "                        shards (of --producer, else of every producer) from\n"
@@ -124,6 +130,20 @@ static int print_json(const struct shard_item *item)
     json_member_u64(&o, "pid", item->header->pid);
     json_member_str(&o, "time", when);
     json_member_str(&o, "shard", hex);
+    /* Present in every object, null for a shard without a stream, so that
+     * a consumer sees one shape whatever version the shard has. */
+    json_key(&o, "stream");
+    if (shard_header_has_stream(item->header)) {
+        char stream[LOGCTL_STREAM_TEXT_MAX];
+
+        logctl_format_stream(item->header->stream_id, stream, sizeof(stream));
+        json_cstr(&o, stream);
+        json_member_u64(&o, "position", item->position);
+    } else {
+        json_null(&o);
+        json_key(&o, "position");
+        json_null(&o);
+    }
     if (utf8_valid(item->payload, item->len)) {
         json_key(&o, "payload");
         json_str(&o, item->payload, item->len);
@@ -158,11 +178,17 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
     if (o->json)
         return print_json(item);
     if (o->meta) {
-        char when[64];
+        char when[64], stream[LOGCTL_STREAM_TEXT_MAX];
 
         if (rfc3339_format(item->timestamp_ns, 6, when, sizeof(when)) < 0)
             snprintf(when, sizeof(when), "@%" PRIu64 "ns", item->timestamp_ns);
-        printf("%s %s %016" PRIx64 " ", item->header->producer, when, item->header->shard_id);
+        logctl_format_shard_stream(item->header, stream, sizeof(stream));
+        printf("%s %s %016" PRIx64 " %s ", item->header->producer, when,
+               item->header->shard_id, stream);
+        if (shard_header_has_stream(item->header))
+            printf("%" PRIu64 " ", item->position);
+        else
+            printf("- ");
     }
     if (fwrite(item->payload, 1, item->len, stdout) != item->len || putchar('\n') == EOF)
         return errno ? -errno : -EIO;

@@ -8,7 +8,12 @@
  * files of merged/, and for done/ also that each file holds exactly one
  * shard whose header matches its name: what logctl merge will insist on.
  * A file that is not a regular file is never opened for reading (a FIFO
- * would block forever); it is reported as an error. */
+ * would block forever); it is reported as an error.
+ *
+ * Across all the files it checks, it follows the positions of every
+ * producer stream (shard format version 3, verify-streams.c) and reports
+ * a position seen in two shards or missing between the lowest and the
+ * highest seen as a problem too. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +31,7 @@
 #include "logctl.h"
 #include "shard_format.h"
 #include "spool_names.h"
+#include "verify-streams.h"
 
 enum verdict { V_OK, V_CORRUPT, V_TORN, V_UNREADABLE };
 
@@ -59,6 +65,13 @@ static void verify_help(void)
            "else everything up to the next shard of a merged file), and counts the\n"
            "records still readable, as logctl cat reads them.\n"
            "\n"
+           "Across every file it checks it follows the positions of each producer\n"
+           "stream (shards of format version 3) and prints a line per stream: OK with\n"
+           "its lowest and highest position, GAP for positions missing between them,\n"
+           "DUPLICATE for a position found in two shards (a copy of the same shard,\n"
+           "as in a merged file of shards still in done/, is no duplicate). Positions\n"
+           "below the lowest found are not a gap: merge --delete removes them.\n"
+           "\n"
            "With --spool DIR it checks every file in DIR/done/ (each must hold exactly\n"
            "one shard whose header matches its name, as logctl merge requires) and\n"
            "every *.lsm file in DIR/merged/. Files in DIR/active/ are being written and\n"
@@ -70,13 +83,15 @@ static void verify_help(void)
            "                    shards, records, bytes (readable ones), and for a bad\n"
            "                    file offset and error (the first damage),\n"
            "                    skipped_bytes and damage (every skip: offset, bytes,\n"
-           "                    records, shard, error, torn)\n"
-           "  -q, --quiet       print only the files that are not OK\n"
+           "                    records, shard, error, torn); then one object per\n"
+           "                    stream: stream, ok, first, last, missing, duplicates,\n"
+           "                    gaps (from, to) and duplicate (position, file, offset)\n"
+           "  -q, --quiet       print only the files and streams that are not OK\n"
            "  -h, --help        show this help\n"
            "\n"
-           "Exit status: 0 every file is valid, 1 a file is corrupt, torn, missing or\n"
-           "not a regular file, 2 usage error or a file could not be read for lack of\n"
-           "permission.\n");
+           "Exit status: 0 every file and stream is valid, 1 a file is corrupt, torn,\n"
+           "missing or not a regular file, or a stream has a gap or a duplicate, 2\n"
+           "usage error or a file could not be read for lack of permission.\n");
 }
 
 static int add_skip(struct result *res, const struct shard_skip *skip, bool at_end)
@@ -102,10 +117,12 @@ static int add_skip(struct result *res, const struct shard_skip *skip, bool at_e
 }
 
 /* Checks one file; dir_fd/name when it is in done/ (then also the name
- * check), or path alone. */
+ * check), or path alone. The positions of its records go to vs. */
 static void verify_file(int dir_fd, const char *name, const char *path, bool done_rules,
-                        struct result *res)
+                        struct verify_streams *vs, struct result *res)
 {
+    struct verify_stream *stream = NULL;
+    bool copy = false;
     _cleanup_close_ int fd = -1;
     struct shard_reader *reader = NULL;
     struct shard_item item;
@@ -145,6 +162,13 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
             r = shard_reader_skip_damage(reader, 0, &skip);
             if (r >= 0 && add_skip(res, &skip, r == 0) < 0)
                 r = -ENOMEM;
+            /* A record skipped alone is damage, reported as such; its
+             * position is not a gap on top of that. */
+            if (r >= 0 && skip.records == 1 && stream &&
+                verify_streams_record(stream, copy, skip.position, path, skip.offset) < 0)
+                r = -ENOMEM;
+            if (r >= 0 && skip.resync)
+                stream = NULL; /* the next header says which stream follows */
             if (r == 0)
                 break;
             if (r > 0)
@@ -161,8 +185,16 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
                      strerror(-r));
             goto out;
         }
+        if (item.kind == SHARD_ITEM_RECORD && stream) {
+            r = verify_streams_record(stream, copy, item.position, path, item.offset);
+            if (r < 0)
+                goto out_of_memory;
+        }
         if (item.kind != SHARD_ITEM_HEADER)
             continue;
+        r = verify_streams_shard(vs, item.header, &stream, &copy);
+        if (r < 0)
+            goto out_of_memory;
         res->shards++;
         if (done_rules && res->shards > 1) {
             res->verdict = V_CORRUPT;
@@ -186,6 +218,11 @@ static void verify_file(int dir_fd, const char *name, const char *path, bool don
         }
     }
     res->bytes = shard_reader_valid_end(reader) - res->skipped_bytes;
+    goto out;
+out_of_memory:
+    res->verdict = V_UNREADABLE;
+    res->err = ENOMEM;
+    snprintf(res->why, sizeof(res->why), "%s", strerror(ENOMEM));
 out:
     res->records = shard_reader_records(reader);
     shard_reader_free(reader);
@@ -204,6 +241,8 @@ static const char *verdict_name(enum verdict v)
 struct totals {
     size_t files, bad;
     bool access_refused;
+    struct verify_streams *streams; /* positions of every file checked */
+    size_t bad_streams;             /* with a gap or a duplicate */
 };
 
 static void report_json(const char *path, const struct result *res)
@@ -388,7 +427,7 @@ static int verify_dir(const char *spool, const char *sub, const char *suffix, bo
             r = -ENOMEM;
             break;
         }
-        verify_file(fd, names[i], path, done_rules, &res);
+        verify_file(fd, names[i], path, done_rules, t->streams, &res);
         if (!(res.verdict == V_UNREADABLE && res.err == ENOENT))
             report(path, &res, json, quiet, t);
         /* else merged and deleted since the listing: nothing to check */
@@ -430,6 +469,11 @@ int logctl_verify(int argc, char **argv)
     if (!spool && optind >= argc)
         return logctl_usage_error("verify", "no file given (FILE... or --spool DIR)");
 
+    r = verify_streams_new(&t.streams);
+    if (r < 0) {
+        fprintf(stderr, "logctl: verify: out of memory\n");
+        return LOGCTL_EXIT_FAILURE;
+    }
     if (spool) {
         r = verify_dir(spool, SPOOL_DONE_DIR, NULL, true, json, quiet, &t);
         if (r == 0)
@@ -438,13 +482,21 @@ int logctl_verify(int argc, char **argv)
         for (int i = optind; i < argc; i++) {
             struct result res;
 
-            verify_file(-1, NULL, argv[i], false, &res);
+            verify_file(-1, NULL, argv[i], false, t.streams, &res);
             report(argv[i], &res, json, quiet, &t);
             free(res.skips);
         }
     }
-    if (!json && !quiet && r == 0)
-        printf("%zu file%s checked, %zu bad\n", t.files, t.files == 1 ? "" : "s", t.bad);
+    if (r == 0)
+        t.bad_streams = verify_streams_report(t.streams, json, quiet);
+    verify_streams_free(t.streams);
+    if (!json && !quiet && r == 0) {
+        printf("%zu file%s checked, %zu bad", t.files, t.files == 1 ? "" : "s", t.bad);
+        if (t.bad_streams > 0)
+            printf("; %zu stream%s with a gap or a duplicate position", t.bad_streams,
+                   t.bad_streams == 1 ? "" : "s");
+        printf("\n");
+    }
     if (fflush(stdout) != 0) {
         fprintf(stderr, "logctl: verify: write error on standard output: %s\n",
                 strerror(errno));
@@ -454,5 +506,5 @@ int logctl_verify(int argc, char **argv)
         return logctl_exit_for_errno(r);
     if (t.access_refused)
         return LOGCTL_EXIT_USAGE;
-    return t.bad ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
+    return t.bad || t.bad_streams ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
 }

@@ -1,4 +1,4 @@
-/* Numbers, times and skipped damage as logctl shows them to people.
+/* Numbers, times, streams and skipped damage as logctl shows them to people.
  * Machine output (--json) never goes through here: it carries exact numbers
  * and RFC 3339 times. */
 #include <inttypes.h>
@@ -54,6 +54,27 @@ void logctl_format_duration(double seconds, char *out, size_t size)
                  s % 3600 / 60, s % 60);
     else
         snprintf(out, size, "%" PRIu64 "m %02" PRIu64 "s", s / 60, s % 60);
+}
+
+void logctl_format_stream(const uint8_t id[SHARD_STREAM_ID_SIZE], char *out, size_t size)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t n = 0;
+
+    for (size_t i = 0; i < SHARD_STREAM_ID_SIZE && n + 2 < size; i++) {
+        out[n++] = digits[id[i] >> 4];
+        out[n++] = digits[id[i] & 0xf];
+    }
+    if (size > 0)
+        out[n] = '\0';
+}
+
+void logctl_format_shard_stream(const struct shard_header *h, char *out, size_t size)
+{
+    if (shard_header_has_stream(h))
+        logctl_format_stream(h->stream_id, out, size);
+    else
+        snprintf(out, size, "-");
 }
 
 void logctl_describe_skip(const struct shard_skip *s, bool at_end, char *out, size_t size)
