@@ -131,13 +131,20 @@ def wire_seeds():
 MAGIC = b"LOGSHRD\x01"
 
 
+STREAM = bytes(range(0x10, 0x20))
+
+
 def shard_header(producer=b"app", uid=1000, gid=1000, pid=4242, shard_id=1,
                  created_ns=1_700_000_000_000_000_000, version=1, header_len=None,
-                 producer_len=None, bad_crc=False):
-    size = 42 + len(producer) + 4
+                 producer_len=None, bad_crc=False, stream=None, first=0):
+    """stream (16 bytes, zeros for none) and first give the version 3 fields,
+    written between the fixed part and the name; None leaves them out."""
+    extra = b"" if stream is None else stream + struct.pack("<Q", first)
+    size = 42 + len(extra) + len(producer) + 4
     h = MAGIC + struct.pack("<HHIIIQQH", version, size if header_len is None else header_len,
                             uid, gid, pid, shard_id, created_ns,
-                            len(producer) if producer_len is None else producer_len) + producer
+                            len(producer) if producer_len is None else producer_len)
+    h += extra + producer
     crc = crc32c(h) ^ (1 if bad_crc else 0)
     return h + struct.pack("<I", crc)
 
@@ -162,7 +169,8 @@ def trailer(shard_len, records, newest_ns=1_700_000_000_000_000_002, align=64, l
 
 
 def sealed(producer=b"app", records=(b"one", b"two", b"three"), **kw):
-    body = shard(producer, records, version=2, **kw)
+    kw.setdefault("version", 2)
+    body = shard(producer, records, **kw)
     return body + trailer(len(body), len(records))
 
 
@@ -194,7 +202,8 @@ def shard_seeds():
     s["record-length-past-end"] = shard_header() + record(b"abc", length=4096)
     s["record-at-format-max"] = shard_header() + record(b"abc", length=256 << 20)
     s["version-2"] = shard(version=2)
-    s["version-3"] = shard(version=3)
+    s["version-4"] = shard(version=4)
+    s["version-3-without-its-fields"] = shard(version=3)
     s["sealed"] = sealed()
     s["sealed-merged"] = sealed(b"alpha", shard_id=1) + sealed(b"beta", records=(), shard_id=2)
     s["sealed-then-record"] = sealed() + record(b"late")
@@ -229,6 +238,27 @@ def shard_seeds():
     inner = hdr2 + record(shard_header(b"inner", version=2), bad_crc=True) + record(b"after")
     s["salvage-magic-in-damaged-payload"] = inner + trailer(len(inner), 2) + later
     s["salvage-bad-trailer-merged"] = sealed()[:-1] + b"\x01" + later
+    # Version 3: the producer's stream and the first record's position.
+    v3 = dict(version=3, stream=STREAM)
+    s["v3-shard"] = shard(first=500, **v3)
+    s["v3-sealed"] = sealed(first=500, **v3)
+    s["v3-64-byte-name"] = shard(producer=b"p" * 64, first=1, **v3)
+    s["v3-no-stream"] = sealed(version=3, stream=bytes(16))
+    s["v3-position-without-stream"] = shard(version=3, stream=bytes(16), first=7)
+    s["v3-position-limit"] = shard(first=(1 << 63) - 1, **v3)
+    s["v3-position-out-of-range"] = shard(first=1 << 63, **v3)
+    s["v3-stream-as-version-2"] = shard(version=2, stream=STREAM, first=5)
+    s["v3-torn-header"] = shard_header(first=5, **v3)[:60]
+    s["v3-bad-header-crc"] = shard(first=5, bad_crc=True, **v3)
+    s["v3-merged-with-v2"] = (sealed(b"alpha", shard_id=1, first=0, **v3) +
+                              sealed(b"beta", shard_id=2) +
+                              sealed(b"alpha", shard_id=3, first=3, **v3))
+    hdr3 = shard_header(first=100, **v3)
+    crc3 = hdr3 + record(b"one") + record(b"two", bad_crc=True) + record(b"three")
+    s["v3-salvage-bad-crc-sealed"] = crc3 + trailer(len(crc3), 3)
+    len3 = hdr3 + record(b"one") + record(b"two", length=9) + record(b"three")
+    s["v3-salvage-resync-merged"] = (len3 + trailer(len(len3), 3) + sealed(b"beta", shard_id=2) +
+                                     sealed(b"app", shard_id=3, first=103, **v3))
     return s
 
 
