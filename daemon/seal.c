@@ -39,7 +39,9 @@
  * proved it. No record of it was acknowledged, and a seal would put a file
  * without a header (empty, or a trailer alone) into done/, which every
  * reader refuses. Its temp file is removed instead, and nothing reaches
- * done/. */
+ * done/. The same goes for a shard that was held behind an earlier shard
+ * of its producer's stream which failed (shard.h): it wrote nothing, and
+ * its records would follow a gap in the stream's positions. */
 #include "seal.h"
 
 #include <assert.h>
@@ -322,7 +324,14 @@ void seal_start(struct shard *s)
         start_quarantine(s);
         return;
     }
-    if (keep < shard_header_size(strlen(s->producer))) {
+    if (s->stream_cut) {
+        /* Nothing of it was written (shard.h): it was held behind the
+         * shard before it in its stream, which failed. */
+        discard(s, "the shard before it in the same stream failed, so its records would "
+                   "follow a gap");
+        return;
+    }
+    if (keep < s->header_len) {
         /* Nothing acknowledged can be lost here: every record follows the
          * header, and the header is not there. */
         discard(s, s->sync_error && keep < s->size_written

@@ -12,6 +12,7 @@
 
 #include "list.h"
 #include "session.h"
+#include "shard_format.h"
 #include "wire.h"
 
 struct shard;
@@ -97,6 +98,17 @@ struct session {
 
     uint64_t received;
     uint64_t ack_sent;
+
+    /* The producer's stream (docs/FORMAT.md): until the protocol lets the
+     * library name its stream, every connection is a stream of its own,
+     * with an identity picked at HELLO (random, never all zero) and
+     * positions from stream_start (0). Record n of the connection (the
+     * session sequence number, as received counts them) has position
+     * stream_start + n, so a roll-over continues where the last shard
+     * stopped. Records are counted only once taken into a shard, and
+     * after a failure the session takes none, so no position is skipped. */
+    uint8_t stream_id[SHARD_STREAM_ID_SIZE];
+    uint64_t stream_start;
 
     struct shard *current;
     uint64_t current_base;

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -141,6 +142,11 @@ int session_ensure_shard(struct session *s)
         .gid = s->cred.gid,
         .pid = (uint32_t)s->cred.pid,
         .sync = shard_sync_for_policy(s->fsync_policy),
+        .stream_id = s->stream_id,
+        .first_position = s->stream_start + s->received,
+        /* Only the newest retired shard can still be writing ahead of the
+         * new one: each waits for the one before it (shard.h). */
+        .after = s->n_retiring > 0 ? s->retiring[s->n_retiring - 1].shard : NULL,
     };
     int r;
 
@@ -354,6 +360,33 @@ void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
     session_pump(s);
 }
 
+/* A random stream identity, never all zero (all zero means no stream).
+ * It need not be secret, only unique: before the kernel's pool is ready
+ * (early boot) the insecure source is good enough and does not block the
+ * event loop. Returns 0 or a negative errno. */
+static int pick_stream_id(uint8_t id[SHARD_STREAM_ID_SIZE])
+{
+    for (;;) {
+        ssize_t n = getrandom(id, SHARD_STREAM_ID_SIZE, GRND_NONBLOCK);
+        bool zero = true;
+
+#ifdef GRND_INSECURE
+        if (n < 0 && errno == EAGAIN)
+            n = getrandom(id, SHARD_STREAM_ID_SIZE, GRND_INSECURE);
+#endif
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n != SHARD_STREAM_ID_SIZE)
+            continue; /* not for 16 bytes, but never trust a short read */
+        for (size_t i = 0; i < SHARD_STREAM_ID_SIZE; i++)
+            zero = zero && id[i] == 0;
+        if (!zero)
+            return 0;
+    }
+}
+
 void session_handle_hello(struct session *s, const unsigned char *payload, size_t len)
 {
     struct wire_hello h;
@@ -393,6 +426,13 @@ void session_handle_hello(struct session *s, const unsigned char *payload, size_
                      len);
         return;
     }
+    r = pick_stream_id(s->stream_id);
+    if (r < 0) {
+        session_fail(s, (uint32_t)-r, "cannot pick a stream identity: getrandom: %s",
+                     strerror(-r));
+        return;
+    }
+    s->stream_start = 0;
     memcpy(s->producer, h.name, h.name_len);
     s->producer[h.name_len] = '\0';
     s->producer_len = h.name_len;

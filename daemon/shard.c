@@ -155,6 +155,9 @@ static void shard_free(struct shard *s)
 {
     if (!s)
         return;
+    /* Links are cut when the earlier shard starts sealing, which comes
+     * before either of the two is freed. */
+    assert(!s->stream_prev && !s->stream_next);
     if (s->fd >= 0)
         (void)close(s->fd); /* data was synced, or the shard failed already */
     seal_free(&s->seal);
@@ -215,6 +218,11 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     }
 
     memset(&h, 0, sizeof(h));
+    h.version = SHARD_FORMAT_VERSION_STREAM;
+    if (ident->stream_id) {
+        memcpy(h.stream_id, ident->stream_id, SHARD_STREAM_ID_SIZE);
+        h.first_position = ident->first_position;
+    }
     h.uid = ident->uid;
     h.gid = ident->gid;
     h.pid = ident->pid;
@@ -228,10 +236,21 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     s->created_ns = h.created_ns;
     h.producer_len = ident->producer_len;
     memcpy(h.producer, ident->producer, ident->producer_len);
-    r = batch_reserve(d, &s->filling, shard_header_size(h.producer_len));
+    r = batch_reserve(d, &s->filling,
+                      shard_header_size_v(shard_header_write_version(&h), h.producer_len));
     if (r < 0)
         goto fail;
     s->filling.len = shard_encode_header(s->filling.buf, &h);
+    s->header_len = (uint32_t)s->filling.len;
+    /* A shard that is retired but still writing (or syncing) may yet fail
+     * and lose its tail; until it has settled, this one's records would
+     * follow a gap should it fail, so they wait. */
+    if (ident->after && ident->after->state != SHARD_SEALING) {
+        assert(!ident->after->stream_next);
+        ident->after->stream_next = s;
+        s->stream_prev = ident->after;
+        s->held = true;
+    }
     s->size_queued = s->filling.len;
     s->created_mono_ns = now_monotonic_ns();
     s->sync = ident->sync;
@@ -330,6 +349,52 @@ const char *shard_display_name(const struct shard *s)
     return s->tmp_name;
 }
 
+static void maybe_start_seal(struct shard *s);
+
+/* The next shard of s's stream was held and s failed: the next one keeps
+ * nothing (it has written nothing yet), so that no record of the stream
+ * reaches the disk after the ones s lost. Its owner hears it as a failure;
+ * none of its records was acknowledged, as none of s's lost ones was. */
+static void cut_for_stream(struct shard *s, const struct shard *prev, int err)
+{
+    struct daemon *d = s->d;
+
+    assert(s->size_written == 0 && !s->write_busy);
+    s->stream_cut = true;
+    if (!s->error) {
+        log_warning("active/%s of producer %s keeps none of its %" PRIu64 " records: "
+                    "active/%s before it in the same stream failed (%s), and they would "
+                    "follow a gap",
+                    s->tmp_name, s->producer, s->records_queued, prev->tmp_name,
+                    strerror(-err));
+        s->error = err;
+        s->records_queued = 0;
+        s->size_queued = 0;
+        batch_release(d, &s->inflight);
+        batch_release(d, &s->filling);
+        report(s, REPORT_FAILED, err);
+    }
+    maybe_start_seal(s);
+}
+
+/* s settled and starts sealing: whatever it lost is known now. The next
+ * shard of its stream writes from here on, or, if s failed, is cut. */
+static void release_stream_next(struct shard *s)
+{
+    struct shard *next = s->stream_next;
+    int err = s->error ? s->error : s->sync_error;
+
+    if (!next)
+        return;
+    s->stream_next = NULL;
+    next->stream_prev = NULL;
+    next->held = false;
+    if (err)
+        cut_for_stream(next, s, err);
+    else if (next->filling.len > 0 && !next->error)
+        mark_dirty(next);
+}
+
 static void maybe_start_seal(struct shard *s)
 {
     if (s->state != SHARD_RETIRED || !shard_settled(s))
@@ -337,7 +402,10 @@ static void maybe_start_seal(struct shard *s)
     s->state = SHARD_SEALING;
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
+    /* The seal never ends within seal_start() (seal.h), so s is still
+     * there for its next shard to be released after it. */
     seal_start(s);
+    release_stream_next(s);
 }
 
 static void on_write(struct io_req *req, int res);
@@ -544,8 +612,8 @@ void shard_write_dirty(void *data)
         if (s->write_busy || s->sync_busy || s->sync_wanted)
             continue; /* its completion marks it dirty again */
         list_del(&s->dirty_node);
-        if (s->filling.len > 0 && !s->error)
-            start_write(s);
+        if (s->filling.len > 0 && !s->error && !s->held)
+            start_write(s); /* a held one is marked dirty again when released */
     }
 }
 

@@ -53,6 +53,14 @@ struct shard_ident {
     size_t producer_len;
     uint32_t uid, gid, pid;
     enum shard_sync sync; /* fixed for the shard's life */
+    /* The producer's stream (docs/FORMAT.md, version 3): its identity, not
+     * all zero, and the position of the shard's first record in it. NULL
+     * writes a shard without a stream. */
+    const uint8_t *stream_id;
+    uint64_t first_position;
+    /* The shard of the same stream before this one while it may still
+     * write (retired, not yet settled), else NULL. See shard_open(). */
+    struct shard *after;
 };
 
 /* Where a shard is in its life; only forward, each step once. */
@@ -83,6 +91,7 @@ struct shard {
     uint64_t first_record_ns; /* receive times of the first and last record */
     uint64_t last_record_ns;  /* appended (0 while there is none) */
     uint64_t newest_record_ns; /* the latest receive time of any record */
+    uint32_t header_len; /* bytes of the header at the start of the file */
     char *tmp_name;  /* relative to d->active_fd */
     char *done_name; /* relative to d->done_fd */
     int fd;
@@ -111,6 +120,15 @@ struct shard {
     uint64_t dirty_since_ns;   /* interval: when written data first went unsynced */
     int sync_error;            /* a failed fdatasync: nothing after size_synced is trusted */
 
+    /* Stream order: a shard's records follow those of the shard before it
+     * in the same stream, so it writes nothing while that shard may still
+     * fail (held), and when it does fail, this one keeps nothing
+     * (stream_cut): no record reaches the disk after a gap. The two links
+     * are cut as soon as the earlier shard's fate is known. */
+    struct shard *stream_prev, *stream_next;
+    bool held;
+    bool stream_cut;
+
     enum shard_state state;
     int error; /* first write error; no records are taken after it */
     bool counted_open; /* in d->open_shards */
@@ -119,7 +137,11 @@ struct shard {
 };
 
 /* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL) and queues its
- * header. owner hears the shard's reports through events (shard-events.h)
+ * header (format version 3, with the ident's stream and first position).
+ * When ident->after is a shard of the same stream that is still writing,
+ * the new shard writes nothing until that one has settled, and if that one
+ * fails instead, the new shard fails too and keeps nothing: positions on
+ * disk stay gap-free. owner hears the shard's reports through events (shard-events.h)
  * until shard_detach(). Returns 0, -EMFILE when max_open_shards shards are open already,
  * or another negative errno; *ret is written only on success. */
 int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,

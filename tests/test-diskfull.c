@@ -29,6 +29,7 @@
 #include "ackboard.h"
 #include "harness.h"
 #include "logshard.h"
+#include "shard_format.h"
 #include "wire.h"
 
 /* The filesystem under the spool. */
@@ -307,11 +308,15 @@ static void run_full_disk(struct harness *h, bool ext4)
 
     /* A shard that fills its one free block exactly: its records fit, its
      * seal trailer does not, so it is sealed without one, and valid. The
-     * header of "trailerless" is 46 + 11 bytes, its one record 16 + the
-     * rest of the block. */
+     * header of "trailerless" is a version 3 header with its 11 bytes of
+     * name, its one record 16 + the rest of the block. */
     free_blocks(&fs, 1);
     snprintf(names[n], sizeof(names[n]), "trailerless");
-    assert_int_equal(reap(spawn(h->sock, names[n], n, board.fd, 1, fs.bsize - 57 - 16, 1)), 0);
+    assert_int_equal(reap(spawn(h->sock, names[n], n, board.fd, 1,
+                                fs.bsize - shard_header_size_v(SHARD_FORMAT_VERSION_STREAM, 11) -
+                                    SHARD_RECORD_HEADER,
+                                1)),
+                     0);
     acked[n] = board_get(&board, n);
     assert_int_equal(acked[n], 1);
     n++;
