@@ -32,46 +32,6 @@ int64_t now_ms(void)
 
 /* ---- running logctl ---- */
 
-void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof(*r));
-}
-
-/* Runs logctl with the arguments given (NULL-terminated), capturing both
- * outputs. */
-struct run logctl_run(struct harness *h, ...)
-{
-    const char *argv[40];
-    char *out_path = harness_path(h->dir, "logctl.out");
-    char *err_path = harness_path(h->dir, "logctl.err");
-    struct run r = { 0 };
-    size_t n = 0, len;
-    va_list ap;
-    int status;
-
-    argv[n++] = harness_logctl();
-    va_start(ap, h);
-    for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 39;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    status = harness_run(argv, out_path, err_path, 60000);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = harness_slurp(out_path, &r.out_len);
-    r.err = harness_slurp(err_path, &len);
-    free(out_path);
-    free(err_path);
-    return r;
-}
-
-void expect_code(const struct run *r, int code, const char *what)
-{
-    if (r->code != code)
-        fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s", what, r->code, code,
-                 r->out, r->err);
-}
 
 struct json_value *parse_json(const char *text, size_t len)
 {
@@ -107,12 +67,12 @@ void free_lines(struct json_value **v, size_t n)
 
 struct json_value *status_json(struct harness *h)
 {
-    struct run r = logctl_run(h, "status", "--json", "--admin-socket", h->admin_sock, NULL);
+    struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket", h->admin_sock, NULL);
     struct json_value *v;
 
-    expect_code(&r, 0, "logctl status --json");
+    harness_expect_code(&r, 0, "logctl status --json");
     v = parse_json(r.out, r.out_len);
-    run_free(&r);
+    harness_run_free(&r);
     return v;
 }
 
@@ -151,12 +111,12 @@ void producer_flush(logshard *ls)
 
 void rotate(struct harness *h, const char *producer)
 {
-    struct run r = producer
-                       ? logctl_run(h, "rotate", "--producer", producer, "--admin-socket",
+    struct harness_run r = producer
+                       ? harness_run_logctl(h, "rotate", "--producer", producer, "--admin-socket",
                                     h->admin_sock, NULL)
-                       : logctl_run(h, "rotate", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "logctl rotate");
-    run_free(&r);
+                       : harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "logctl rotate");
+    harness_run_free(&r);
 }
 
 /* Files in spool/sub whose names start with prefix. */

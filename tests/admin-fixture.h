@@ -17,24 +17,6 @@
 /* CLOCK_MONOTONIC in milliseconds, for deadlines. */
 int64_t now_ms(void);
 
-/* ---- running logctl ---- */
-
-struct run {
-    int code; /* exit status, or -1 when killed */
-    char *out;
-    size_t out_len;
-    char *err;
-};
-
-void run_free(struct run *r);
-
-/* Runs logctl with the arguments given (NULL-terminated), capturing both
- * outputs. */
-struct run logctl_run(struct harness *h, ...);
-
-/* Fails the test, with both outputs, unless logctl exited with code. */
-void expect_code(const struct run *r, int code, const char *what);
-
 /* Parses one JSON value; fails the test when text is not JSON. */
 struct json_value *parse_json(const char *text, size_t len);
 

@@ -634,3 +634,50 @@ void harness_assert_clean_exit(int status)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
 }
+
+/* ---- running logctl ---- */
+
+void harness_run_free(struct harness_run *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof(*r));
+}
+
+struct harness_run harness_run_logctl(struct harness *h, ...)
+{
+    const char *argv[40];
+    char *out_path = harness_path(h->dir, "logctl.out");
+    char *err_path = harness_path(h->dir, "logctl.err");
+    struct harness_run r = { 0 };
+    size_t n = 0, len;
+    va_list ap;
+    int status;
+
+    argv[n++] = harness_logctl();
+    va_start(ap, h);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 39;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    status = harness_run(argv, out_path, err_path, HARNESS_LOGCTL_MS);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = harness_slurp(out_path, &r.out_len);
+    r.err = harness_slurp(err_path, &len);
+    free(out_path);
+    free(err_path);
+    return r;
+}
+
+void harness_expect_code(const struct harness_run *r, int code, const char *what)
+{
+    if (r->code != code)
+        fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s", what, r->code, code,
+                 r->out, r->err);
+}
+
+void harness_expect_in(const char *text, const char *needle, const char *what)
+{
+    if (!strstr(text, needle))
+        fail_msg("%s: \"%s\" not in:\n%s", what, needle, text);
+}

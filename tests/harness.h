@@ -79,6 +79,28 @@ void harness_assert_running(struct harness *h);
 int harness_run(const char *const *argv, const char *out_path, const char *err_path,
                 int timeout_ms);
 
+/* ---- running logctl ---- */
+
+struct harness_run {
+    int code; /* exit status, or -1 when killed */
+    char *out;
+    size_t out_len;
+    char *err;
+};
+
+/* Runs the real logctl with the arguments given (NULL-terminated), for at
+ * most HARNESS_LOGCTL_MS, capturing both outputs. A hang (on a FIFO, say)
+ * fails the run instead of the test's meson timeout. */
+#define HARNESS_LOGCTL_MS 60000
+struct harness_run harness_run_logctl(struct harness *h, ...);
+void harness_run_free(struct harness_run *r);
+
+/* Fails the test, with both outputs, unless logctl exited with code. */
+void harness_expect_code(const struct harness_run *r, int code, const char *what);
+
+/* Fails the test unless needle is in text. */
+void harness_expect_in(const char *text, const char *needle, const char *what);
+
 /* Counts regular files in spool/<sub> whose names end with suffix. */
 size_t harness_count_files(const struct harness *h, const char *sub, const char *suffix);
 

@@ -100,7 +100,7 @@ static void test_merge_progress(void **state)
     char *out2 = harness_path(h->dir, "m2.lsm");
     char *out3 = harness_path(h->dir, "m3.lsm");
     char *tty;
-    struct run r;
+    struct harness_run r;
 
     harness_start(h, NULL);
     make_shards(h, 3, 20);
@@ -121,14 +121,14 @@ static void test_merge_progress(void **state)
 
     /* Not a terminal: the summary only, even with the knob. */
     assert_int_equal(setenv("LOGCTL_PROGRESS_AFTER_MS", "0", 1), 0);
-    r = logctl_run(h, "merge", "--spool", h->spool, "--output", out3, NULL);
+    r = harness_run_logctl(h, "merge", "--spool", h->spool, "--output", out3, NULL);
     unsetenv("LOGCTL_PROGRESS_AFTER_MS");
-    expect_code(&r, 0, "merge on a pipe");
+    harness_expect_code(&r, 0, "merge on a pipe");
     assert_null(strchr(r.out, '\r'));
     assert_null(strstr(r.out, "ETA"));
     assert_string_equal(r.err, "");
     assert_non_null(strstr(r.out, "merged 3 shards, 60 records"));
-    run_free(&r);
+    harness_run_free(&r);
 
     free(out1);
     free(out2);
@@ -141,7 +141,7 @@ static void test_merge_selection(void **state)
     struct harness *h = *state;
     char *out = harness_path(h->dir, "sel.lsm");
     char before[64];
-    struct run r;
+    struct harness_run r;
     logshard *ls;
 
     harness_start(h, NULL);
@@ -159,9 +159,9 @@ static void test_merge_selection(void **state)
     logshard_close(ls);
     rotate(h, NULL);
 
-    r = logctl_run(h, "merge", "--spool", h->spool, "--output", out, "--producer", "merged-0",
+    r = harness_run_logctl(h, "merge", "--spool", h->spool, "--output", out, "--producer", "merged-0",
                    "--before", before, "--delete", "--json", NULL);
-    expect_code(&r, 0, "merge --producer --before --json");
+    harness_expect_code(&r, 0, "merge --producer --before --json");
     {
         struct json_value *v = parse_json(r.out, r.out_len);
         assert_true(json_get_bool(v, "ok", false));
@@ -173,15 +173,15 @@ static void test_merge_selection(void **state)
         assert_int_equal(json_get(v, "error")->type, JSON_NULL);
         json_value_free(v);
     }
-    run_free(&r);
+    harness_run_free(&r);
     /* What was left: merged-1's shard and the late one. */
     assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
     assert_int_equal(count_prefix(h, "done", "merged-1."), 1);
-    r = logctl_run(h, "cat", out, NULL);
-    expect_code(&r, 0, "cat the selection");
+    r = harness_run_logctl(h, "cat", out, NULL);
+    harness_expect_code(&r, 0, "cat the selection");
     assert_null(strstr(r.out, "late"));
     assert_null(strstr(r.out, "merged-1"));
-    run_free(&r);
+    harness_run_free(&r);
     free(out);
     stop_daemon(h);
 }

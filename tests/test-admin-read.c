@@ -41,7 +41,7 @@ static void test_verify(void **state)
 {
     struct harness *h = *state;
     char *file, *copy;
-    struct run r;
+    struct harness_run r;
     logshard *ls;
     char want[128];
     uint64_t header_len = shard_header_size_v(SHARD_FORMAT_VERSION_STREAM, strlen("checked"));
@@ -58,11 +58,11 @@ static void test_verify(void **state)
     logshard_close(ls);
     file = find_file(h, "done", "checked.");
 
-    r = logctl_run(h, "verify", file, NULL);
-    expect_code(&r, 0, "verify a good file");
+    r = harness_run_logctl(h, "verify", file, NULL);
+    harness_expect_code(&r, 0, "verify a good file");
     assert_non_null(strstr(r.out, "OK"));
     assert_non_null(strstr(r.out, "5 records"));
-    run_free(&r);
+    harness_run_free(&r);
 
     /* A torn copy: the file ends inside record 4. */
     copy = harness_path(h->dir, "torn.shard");
@@ -91,17 +91,17 @@ static void test_verify(void **state)
 
     snprintf(want, sizeof(want), "record CRC mismatch at offset %" PRIu64 ": skipped that record",
              rec2);
-    r = logctl_run(h, "verify", file, copy, NULL);
-    expect_code(&r, 1, "verify a damaged file");
+    r = harness_run_logctl(h, "verify", file, copy, NULL);
+    harness_expect_code(&r, 1, "verify a damaged file");
     assert_non_null(strstr(r.out, "CORRUPT"));
     assert_non_null(strstr(r.out, "4 records readable in 1 shard, 22 bytes skipped in 1 place"));
     assert_non_null(strstr(r.out, want));
     assert_non_null(strstr(r.out, "TORN"));
     assert_non_null(strstr(r.out, "file ends inside a record"));
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl_run(h, "verify", "--json", file, NULL);
-    expect_code(&r, 1, "verify --json");
+    r = harness_run_logctl(h, "verify", "--json", file, NULL);
+    harness_expect_code(&r, 1, "verify --json");
     {
         /* The file's line, then one for the stream its shard names. */
         struct json_value *lines[4];
@@ -118,27 +118,27 @@ static void test_verify(void **state)
         assert_true(json_get_u64(v, "skipped_bytes", 0) == 22);
         json_value_free(v);
     }
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl_run(h, "verify", "--spool", h->spool, NULL);
-    expect_code(&r, 1, "verify --spool");
+    r = harness_run_logctl(h, "verify", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 1, "verify --spool");
     assert_non_null(strstr(r.out, want));
     assert_non_null(strstr(r.out, "1 file checked, 1 bad"));
-    run_free(&r);
+    harness_run_free(&r);
 
     /* cat and ls see it too, and say so; only the damaged record is lost. */
-    r = logctl_run(h, "cat", file, NULL);
-    expect_code(&r, 1, "cat of a damaged file");
+    r = harness_run_logctl(h, "cat", file, NULL);
+    harness_expect_code(&r, 1, "cat of a damaged file");
     assert_string_equal(r.out, "rec-00\nrec-01\nrec-03\nrec-04\n");
     assert_non_null(strstr(r.err, want));
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl_run(h, "verify", "/nonexistent/file", NULL);
-    expect_code(&r, 1, "verify a missing file");
-    run_free(&r);
-    r = logctl_run(h, "verify", NULL);
-    expect_code(&r, 2, "verify without arguments");
-    run_free(&r);
+    r = harness_run_logctl(h, "verify", "/nonexistent/file", NULL);
+    harness_expect_code(&r, 1, "verify a missing file");
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "verify", NULL);
+    harness_expect_code(&r, 2, "verify without arguments");
+    harness_run_free(&r);
     free(file);
     free(copy);
     stop_daemon(h);
@@ -177,10 +177,10 @@ static size_t cat_json(struct harness *h, struct rec *out, size_t max, const cha
                        const char *a2, const char *a3, const char *a4)
 {
     struct json_value *lines[64];
-    struct run r = logctl_run(h, "cat", "--json", "--spool", h->spool, a1, a2, a3, a4, NULL);
+    struct harness_run r = harness_run_logctl(h, "cat", "--json", "--spool", h->spool, a1, a2, a3, a4, NULL);
     size_t n;
 
-    expect_code(&r, 0, "cat --json");
+    harness_expect_code(&r, 0, "cat --json");
     n = parse_lines(r.out, lines, 64);
     assert_true(n <= max);
     for (size_t i = 0; i < n; i++) {
@@ -197,7 +197,7 @@ static size_t cat_json(struct harness *h, struct rec *out, size_t max, const cha
         assert_int_equal(strlen(json_get_str(lines[i], "shard", "")), 16);
     }
     free_lines(lines, n);
-    run_free(&r);
+    harness_run_free(&r);
     return n;
 }
 
@@ -277,25 +277,25 @@ static void test_cat_filters(void **state)
     n = cat_json(h, recs, 32, "--since", since, "--producer", "pp");
     expect_payloads(recs, n, batch_b, 3);
     {
-        struct run r = logctl_run(h, "cat", "--json", "--spool", h->spool, "--since", since,
+        struct harness_run r = harness_run_logctl(h, "cat", "--json", "--spool", h->spool, "--since", since,
                                   "--producer", "pp", "--producer", "qq", NULL);
         struct json_value *lines[16];
-        expect_code(&r, 0, "cat two producers");
+        harness_expect_code(&r, 0, "cat two producers");
         n = parse_lines(r.out, lines, 16);
         assert_int_equal(n, 5);
         for (size_t i = 0; i < n; i++)
             assert_string_equal(json_get_str(lines[i], "payload", ""), b_and_q[i]);
         free_lines(lines, n);
-        run_free(&r);
+        harness_run_free(&r);
     }
 
     /* A payload that is not UTF-8 comes as base64, one that is comes as a
      * string, newline and quotes included. The shard is still active. */
     {
-        struct run r = logctl_run(h, "cat", "--json", "--spool", h->spool, "--producer", "bin",
+        struct harness_run r = harness_run_logctl(h, "cat", "--json", "--spool", h->spool, "--producer", "bin",
                                   NULL);
         struct json_value *lines[4];
-        expect_code(&r, 0, "cat --json binary");
+        harness_expect_code(&r, 0, "cat --json binary");
         n = parse_lines(r.out, lines, 4);
         assert_int_equal(n, 2);
         assert_null(json_get(lines[0], "payload"));
@@ -303,30 +303,30 @@ static void test_cat_filters(void **state)
         assert_null(json_get(lines[1], "payload_base64"));
         assert_string_equal(json_get_str(lines[1], "payload", ""), quoted);
         free_lines(lines, n);
-        run_free(&r);
+        harness_run_free(&r);
     }
 
     /* The plain and --meta forms, on files. */
     {
-        struct run r = logctl_run(h, "cat", "--spool", h->spool, "--producer", "qq", NULL);
-        expect_code(&r, 0, "cat plain");
+        struct harness_run r = harness_run_logctl(h, "cat", "--spool", h->spool, "--producer", "qq", NULL);
+        harness_expect_code(&r, 0, "cat plain");
         assert_string_equal(r.out, "Q 0\nQ 1\n");
-        run_free(&r);
-        r = logctl_run(h, "cat", "--meta", "--spool", h->spool, "--producer", "qq", NULL);
-        expect_code(&r, 0, "cat --meta");
+        harness_run_free(&r);
+        r = harness_run_logctl(h, "cat", "--meta", "--spool", h->spool, "--producer", "qq", NULL);
+        harness_expect_code(&r, 0, "cat --meta");
         assert_true(strncmp(r.out, "qq 20", 5) == 0);
-        run_free(&r);
+        harness_run_free(&r);
     }
 
     /* Usage errors. */
     {
-        struct run r = logctl_run(h, "cat", "--since", "not a time", "--spool", h->spool, NULL);
-        expect_code(&r, 2, "cat --since garbage");
-        run_free(&r);
-        r = logctl_run(h, "cat", "--since", "2026-12-02", "--until", "2026-12-01", "--spool",
+        struct harness_run r = harness_run_logctl(h, "cat", "--since", "not a time", "--spool", h->spool, NULL);
+        harness_expect_code(&r, 2, "cat --since garbage");
+        harness_run_free(&r);
+        r = harness_run_logctl(h, "cat", "--since", "2026-12-02", "--until", "2026-12-01", "--spool",
                        h->spool, NULL);
-        expect_code(&r, 2, "cat --since after --until");
-        run_free(&r);
+        harness_expect_code(&r, 2, "cat --since after --until");
+        harness_run_free(&r);
     }
     logshard_close(p);
     logshard_close(q);

@@ -58,7 +58,7 @@ static void test_status_figures_move(void **state)
 {
     struct harness *h = *state;
     struct json_value *st;
-    struct run r;
+    struct harness_run r;
     logshard *ls;
 
     harness_start(h, NULL);
@@ -114,41 +114,41 @@ static void test_status_figures_move(void **state)
     json_value_free(st);
 
     /* The human form, and the ways to find the socket. */
-    r = logctl_run(h, "status", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "logctl status");
+    r = harness_run_logctl(h, "status", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "logctl status");
     assert_non_null(strstr(r.out, "logshardd 0.1.0"));
     assert_non_null(strstr(r.out, "records in:"));
     assert_non_null(strstr(r.out, "10 in all"));
     assert_non_null(strstr(r.out, "fsync policy:   batch"));
-    run_free(&r);
+    harness_run_free(&r);
     assert_int_equal(setenv("LOGSHARD_ADMIN_SOCKET", h->admin_sock, 1), 0);
-    r = logctl_run(h, "status", NULL);
+    r = harness_run_logctl(h, "status", NULL);
     unsetenv("LOGSHARD_ADMIN_SOCKET");
-    expect_code(&r, 0, "logctl status with $LOGSHARD_ADMIN_SOCKET");
-    run_free(&r);
+    harness_expect_code(&r, 0, "logctl status with $LOGSHARD_ADMIN_SOCKET");
+    harness_run_free(&r);
     {
         char *conf = harness_path(h->dir, "logctl.conf");
         FILE *f = fopen(conf, "we");
         assert_non_null(f);
         fprintf(f, "[daemon]\nadmin_socket = %s\n", h->admin_sock);
         assert_int_equal(fclose(f), 0);
-        r = logctl_run(h, "status", "--config", conf, NULL);
-        expect_code(&r, 0, "logctl status --config");
-        run_free(&r);
+        r = harness_run_logctl(h, "status", "--config", conf, NULL);
+        harness_expect_code(&r, 0, "logctl status --config");
+        harness_run_free(&r);
         free(conf);
     }
 
     /* Exit statuses: no daemon there is 1, a bad option 2, --help 0. */
-    r = logctl_run(h, "status", "--admin-socket", "/nonexistent/admin.sock", NULL);
-    expect_code(&r, 1, "logctl status, no daemon");
+    r = harness_run_logctl(h, "status", "--admin-socket", "/nonexistent/admin.sock", NULL);
+    harness_expect_code(&r, 1, "logctl status, no daemon");
     assert_non_null(strstr(r.err, "cannot reach logshardd"));
-    run_free(&r);
-    r = logctl_run(h, "status", "--bogus", NULL);
-    expect_code(&r, 2, "logctl status --bogus");
-    run_free(&r);
-    r = logctl_run(h, "status", "--help", NULL);
-    expect_code(&r, 0, "logctl status --help");
-    run_free(&r);
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "status", "--bogus", NULL);
+    harness_expect_code(&r, 2, "logctl status --bogus");
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "status", "--help", NULL);
+    harness_expect_code(&r, 0, "logctl status --help");
+    harness_run_free(&r);
     stop_daemon(h);
 }
 
@@ -160,7 +160,7 @@ static void test_ls_and_rotate(void **state)
     struct json_value *lines[16];
     logshard *a, *b;
     size_t n;
-    struct run r;
+    struct harness_run r;
     char pid[32];
 
     snprintf(pid, sizeof(pid), "%d", (int)getpid());
@@ -174,8 +174,8 @@ static void test_ls_and_rotate(void **state)
     producer_flush(a);
     producer_flush(b);
 
-    r = logctl_run(h, "ls", "--active", "--json", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "ls --active --json");
+    r = harness_run_logctl(h, "ls", "--active", "--json", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "ls --active --json");
     n = parse_lines(r.out, lines, 16);
     assert_int_equal(n, 2);
     assert_string_equal(json_get_str(lines[0], "producer", ""), "alpha");
@@ -190,20 +190,20 @@ static void test_ls_and_rotate(void **state)
     assert_true(json_get_u64(lines[0], "records", 0) == 3);
     assert_true(json_get_u64(lines[1], "records", 0) == 2);
     free_lines(lines, n);
-    run_free(&r);
+    harness_run_free(&r);
 
     /* rotate returns once the shard is in done/: no waiting here. */
-    r = logctl_run(h, "rotate", "--producer", "alpha", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "rotate --producer alpha");
+    r = harness_run_logctl(h, "rotate", "--producer", "alpha", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "rotate --producer alpha");
     assert_non_null(strstr(r.out, "sealed done/alpha."));
     assert_non_null(strstr(r.out, ": 3 records"));
-    run_free(&r);
+    harness_run_free(&r);
     assert_int_equal(count_prefix(h, "done", "alpha."), 1);
     assert_int_equal(count_prefix(h, "active", "alpha."), 0);
     assert_int_equal(count_prefix(h, "active", "beta."), 1);
 
-    r = logctl_run(h, "ls", "--json", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "ls --json");
+    r = harness_run_logctl(h, "ls", "--json", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "ls --json");
     n = parse_lines(r.out, lines, 16);
     assert_int_equal(n, 2);
     assert_string_equal(json_get_str(lines[0], "producer", ""), "alpha");
@@ -212,52 +212,52 @@ static void test_ls_and_rotate(void **state)
     assert_true(json_get_u64(lines[0], "pid", 0) == (uint64_t)getpid());
     assert_string_equal(json_get_str(lines[1], "state", ""), "active");
     free_lines(lines, n);
-    run_free(&r);
+    harness_run_free(&r);
 
     /* The next record of alpha opens a new shard. */
     producer_sendf(a, "alpha %d", 3);
     producer_flush(a);
-    r = logctl_run(h, "ls", "--producer", "alpha", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "ls --producer alpha");
+    r = harness_run_logctl(h, "ls", "--producer", "alpha", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "ls --producer alpha");
     assert_non_null(strstr(r.out, "PRODUCER"));
     assert_non_null(strstr(r.out, "done"));
     assert_non_null(strstr(r.out, "active"));
     assert_non_null(strstr(r.out, pid));
     assert_null(strstr(r.out, "beta"));
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl_run(h, "rotate", "--json", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "rotate --json");
+    r = harness_run_logctl(h, "rotate", "--json", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "rotate --json");
     {
         struct json_value *v = parse_json(r.out, r.out_len);
         assert_int_equal(json_get(v, "sealed")->n, 2);
         assert_int_equal(json_get(v, "failed")->n, 0);
         json_value_free(v);
     }
-    run_free(&r);
+    harness_run_free(&r);
     assert_int_equal(harness_count_files(h, "done", ".shard"), 3);
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
 
-    r = logctl_run(h, "rotate", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 0, "rotate with nothing to do");
+    r = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "rotate with nothing to do");
     assert_non_null(strstr(r.out, "nothing to rotate"));
-    run_free(&r);
+    harness_run_free(&r);
 
     /* Sealed shards are listed without the daemon. */
     logshard_close(a);
     logshard_close(b);
     stop_daemon(h);
-    r = logctl_run(h, "ls", "--done", "--bytes", "--spool", h->spool, NULL);
-    expect_code(&r, 0, "ls --done without a daemon");
+    r = harness_run_logctl(h, "ls", "--done", "--bytes", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 0, "ls --done without a daemon");
     assert_non_null(strstr(r.out, "alpha"));
     assert_non_null(strstr(r.out, "beta"));
-    run_free(&r);
-    r = logctl_run(h, "ls", "--admin-socket", h->admin_sock, NULL);
-    expect_code(&r, 1, "ls without a daemon");
-    run_free(&r);
-    r = logctl_run(h, "rotate", "--producer", "bad/name", NULL);
-    expect_code(&r, 2, "rotate with a bad name");
-    run_free(&r);
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "ls", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 1, "ls without a daemon");
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "rotate", "--producer", "bad/name", NULL);
+    harness_expect_code(&r, 2, "rotate with a bad name");
+    harness_run_free(&r);
 }
 
 /* ---- access ---- */

@@ -35,7 +35,6 @@
 
 #define PER_SHARD 500
 #define ALIGN 4096
-#define RUN_MS 20000 /* a hang on a FIFO fails the test here */
 
 /* ---- shards built with the encoders ---- */
 
@@ -142,55 +141,6 @@ static void append_file(const char *path, const void *p, size_t len)
 
 /* ---- running logctl ---- */
 
-struct run {
-    int code;
-    char *out, *err;
-    size_t out_len;
-};
-
-static struct run logctl(struct harness *h, ...)
-{
-    const char *argv[32];
-    char *out_path = harness_path(h->dir, "logctl.out");
-    char *err_path = harness_path(h->dir, "logctl.err");
-    struct run r = { 0 };
-    size_t n = 0, len;
-    va_list ap;
-    int status;
-
-    argv[n++] = harness_logctl();
-    va_start(ap, h);
-    for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 31;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    status = harness_run(argv, out_path, err_path, RUN_MS);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = harness_slurp(out_path, &r.out_len);
-    r.err = harness_slurp(err_path, &len);
-    free(out_path);
-    free(err_path);
-    return r;
-}
-
-static void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-static void expect_code(const struct run *r, int code, const char *what)
-{
-    if (r->code != code)
-        fail_msg("%s: exit %d, expected %d\nstderr: %s", what, r->code, code, r->err);
-}
-
-static void expect_in(const char *text, const char *needle, const char *what)
-{
-    if (!strstr(text, needle))
-        fail_msg("%s: \"%s\" not in:\n%s", what, needle, text);
-}
-
 static size_t count_lines(const char *text, const char *prefix)
 {
     size_t n = 0, pl = strlen(prefix);
@@ -243,14 +193,14 @@ static void test_flipped_byte(void **state)
     struct merged m;
     char *file = harness_path(h->dir, "merged.lsm");
     char want[160];
-    struct run r;
+    struct harness_run r;
 
     build_merged(&m);
     m.b.p[m.rec[0][100] + SHARD_RECORD_HEADER + 2] ^= 0x04; /* "bada 0100" */
     write_file(file, m.b.p, m.b.len);
 
-    r = logctl(h, "cat", file, NULL);
-    expect_code(&r, 1, "cat of a merged file with a flipped byte");
+    r = harness_run_logctl(h, "cat", file, NULL);
+    harness_expect_code(&r, 1, "cat of a merged file with a flipped byte");
     assert_int_equal(count_lines(r.out, ""), 3 * PER_SHARD - 1);
     expect_records(r.out, "bada", 0, 100, "cat");
     expect_records(r.out, "bada", 101, PER_SHARD, "cat");
@@ -261,16 +211,16 @@ static void test_flipped_byte(void **state)
              "%s: record CRC mismatch at offset %zu: skipped that record (25 bytes) of shard "
              "bada.0000000000000001",
              file, m.rec[0][100]);
-    expect_in(r.err, want, "cat's skip report");
-    run_free(&r);
+    harness_expect_in(r.err, want, "cat's skip report");
+    harness_run_free(&r);
 
-    r = logctl(h, "verify", file, NULL);
-    expect_code(&r, 1, "verify of a merged file with a flipped byte");
-    expect_in(r.out, "CORRUPT", "verify");
-    expect_in(r.out, "1499 records readable in 3 shards, 25 bytes skipped in 1 place",
+    r = harness_run_logctl(h, "verify", file, NULL);
+    harness_expect_code(&r, 1, "verify of a merged file with a flipped byte");
+    harness_expect_in(r.out, "CORRUPT", "verify");
+    harness_expect_in(r.out, "1499 records readable in 3 shards, 25 bytes skipped in 1 place",
               "verify");
-    expect_in(r.out, want + strlen(file) + 2, "verify");
-    run_free(&r);
+    harness_expect_in(r.out, want + strlen(file) + 2, "verify");
+    harness_run_free(&r);
     free(m.b.p);
     free(file);
 }
@@ -287,7 +237,7 @@ static void test_bogus_length(void **state)
         uint32_t len = lengths[k];
         unsigned char saved[4];
         char what[64], want[200];
-        struct run r;
+        struct harness_run r;
 
         snprintf(what, sizeof(what), "record length %" PRIu32, len);
         memcpy(saved, m.b.p + m.rec[0][100], 4);
@@ -296,8 +246,8 @@ static void test_bogus_length(void **state)
         memcpy(m.b.p + m.rec[0][100], saved, 4);
 
         /* The issue: goodc's records, in a later shard, were all lost. */
-        r = logctl(h, "cat", "--producer", "goodc", file, NULL);
-        expect_code(&r, 1, what);
+        r = harness_run_logctl(h, "cat", "--producer", "goodc", file, NULL);
+        harness_expect_code(&r, 1, what);
         assert_int_equal(count_lines(r.out, "goodc "), PER_SHARD);
         assert_int_equal(count_lines(r.out, ""), PER_SHARD);
         expect_records(r.out, "goodc", 0, PER_SHARD, what);
@@ -305,26 +255,26 @@ static void test_bogus_length(void **state)
                  "at offset %zu: skipped %zu bytes of shard bada.0000000000000001, up to the "
                  "next shard header at offset %zu",
                  m.rec[0][100], m.start[1] - m.rec[0][100], m.start[1]);
-        expect_in(r.err, want, what);
-        run_free(&r);
+        harness_expect_in(r.err, want, what);
+        harness_run_free(&r);
 
         /* Every record but the damaged shard's rest. */
-        r = logctl(h, "cat", file, NULL);
-        expect_code(&r, 1, what);
+        r = harness_run_logctl(h, "cat", file, NULL);
+        harness_expect_code(&r, 1, what);
         assert_int_equal(count_lines(r.out, ""), 100 + 2 * PER_SHARD);
         expect_records(r.out, "bada", 0, 100, what);
         expect_records(r.out, "goodb", 0, PER_SHARD, what);
-        run_free(&r);
+        harness_run_free(&r);
 
         /* Filters work on what follows the damage. */
-        r = logctl(h, "cat", "--since", "@1800002250", "--json", file, NULL);
-        expect_code(&r, 1, what);
+        r = harness_run_logctl(h, "cat", "--since", "@1800002250", "--json", file, NULL);
+        harness_expect_code(&r, 1, what);
         assert_int_equal(count_lines(r.out, "{\"producer\":\"goodc\""), 250);
         assert_int_equal(count_lines(r.out, ""), 250); /* skips are not on stdout */
-        run_free(&r);
+        harness_run_free(&r);
 
-        r = logctl(h, "verify", "--json", file, NULL);
-        expect_code(&r, 1, what);
+        r = harness_run_logctl(h, "verify", "--json", file, NULL);
+        harness_expect_code(&r, 1, what);
         {
             struct json_value *v = NULL;
             const char *why = NULL;
@@ -339,7 +289,7 @@ static void test_bogus_length(void **state)
             assert_true(json_get_u64(v, "skipped_bytes", 0) == m.start[1] - m.rec[0][100]);
             json_value_free(v);
         }
-        run_free(&r);
+        harness_run_free(&r);
     }
     free(m.b.p);
     free(file);
@@ -368,7 +318,7 @@ static void test_fifos(void **state)
     char *active_shard = harness_path(active, "beta.0000000000000002.tmp");
     char *active_fifo = harness_path(active, "fifo.0000000000000004.tmp");
     struct out b = { 0 };
-    struct run r;
+    struct harness_run r;
     size_t start;
 
     put_shard(&b, "alpha", 0, 3, NULL);
@@ -383,40 +333,40 @@ static void test_fifos(void **state)
     assert_int_equal(mkfifo(done_fifo, 0644), 0);
     assert_int_equal(mkfifo(active_fifo, 0644), 0);
 
-    r = logctl(h, "cat", "--spool", h->spool, NULL);
-    expect_code(&r, 1, "cat --spool with FIFOs in done/ and active/");
+    r = harness_run_logctl(h, "cat", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 1, "cat --spool with FIFOs in done/ and active/");
     expect_records(r.out, "alpha", 0, 3, "cat --spool");
     expect_records(r.out, "beta", 0, 2, "cat --spool");
     assert_int_equal(count_lines(r.out, ""), 5);
-    expect_in(r.err, "done/fifo.0000000000000003.shard: not a regular file (FIFO), skipped",
+    harness_expect_in(r.err, "done/fifo.0000000000000003.shard: not a regular file (FIFO), skipped",
               "cat --spool");
-    expect_in(r.err, "active/fifo.0000000000000004.tmp: not a regular file (FIFO), skipped",
+    harness_expect_in(r.err, "active/fifo.0000000000000004.tmp: not a regular file (FIFO), skipped",
               "cat --spool");
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl(h, "cat", done_fifo, done_shard, NULL);
-    expect_code(&r, 1, "cat of a FIFO by name");
+    r = harness_run_logctl(h, "cat", done_fifo, done_shard, NULL);
+    harness_expect_code(&r, 1, "cat of a FIFO by name");
     expect_records(r.out, "alpha", 0, 3, "cat FIFO FILE");
-    expect_in(r.err, "fifo.0000000000000003.shard: not a regular file (FIFO), skipped",
+    harness_expect_in(r.err, "fifo.0000000000000003.shard: not a regular file (FIFO), skipped",
               "cat FIFO FILE");
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl(h, "verify", "--spool", h->spool, NULL);
-    expect_code(&r, 1, "verify --spool with a FIFO in done/");
-    expect_in(r.out, "OK       ", "verify --spool");
-    expect_in(r.out, "fifo.0000000000000003.shard: not a regular file (FIFO)", "verify --spool");
-    expect_in(r.out, "2 files checked, 1 bad", "verify --spool");
-    run_free(&r);
+    r = harness_run_logctl(h, "verify", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 1, "verify --spool with a FIFO in done/");
+    harness_expect_in(r.out, "OK       ", "verify --spool");
+    harness_expect_in(r.out, "fifo.0000000000000003.shard: not a regular file (FIFO)", "verify --spool");
+    harness_expect_in(r.out, "2 files checked, 1 bad", "verify --spool");
+    harness_run_free(&r);
 
-    r = logctl(h, "verify", active_fifo, done_shard, NULL);
-    expect_code(&r, 1, "verify of a FIFO by name");
-    expect_in(r.out, "ERROR    ", "verify FIFO FILE");
-    expect_in(r.out, "not a regular file (FIFO)", "verify FIFO FILE");
-    run_free(&r);
+    r = harness_run_logctl(h, "verify", active_fifo, done_shard, NULL);
+    harness_expect_code(&r, 1, "verify of a FIFO by name");
+    harness_expect_in(r.out, "ERROR    ", "verify FIFO FILE");
+    harness_expect_in(r.out, "not a regular file (FIFO)", "verify FIFO FILE");
+    harness_run_free(&r);
 
-    r = logctl(h, "ls", "--done", "--spool", h->spool, NULL);
-    expect_in(r.out, "alpha", "ls --done");
-    run_free(&r);
+    r = harness_run_logctl(h, "ls", "--done", "--spool", h->spool, NULL);
+    harness_expect_in(r.out, "alpha", "ls --done");
+    harness_run_free(&r);
 
     free(b.p);
     free(active);
@@ -569,7 +519,7 @@ static void test_follow_past_damage(void **state)
     assert_int_equal(WEXITSTATUS(status), 1); /* damage was found */
     out = harness_slurp(c.out_path, &len);
     assert_null(strstr(out, "dmg 0001"));
-    expect_in(out, "dmg 0002\n", "cat --follow");
+    harness_expect_in(out, "dmg 0002\n", "cat --follow");
     free(out);
     free(c.out_path);
     free(c.err_path);

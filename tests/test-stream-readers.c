@@ -27,7 +27,6 @@
 #include "json.h"
 #include "shard_format.h"
 
-#define RUN_MS 20000
 
 static const uint8_t stream_s[SHARD_STREAM_ID_SIZE] = {
     0x5e, 0x11, 0x02, 0x93, 0x44, 0xa5, 0x06, 0xf7, 0x08, 0x19, 0xaa, 0x3b, 0x0c, 0xdd, 0x0e, 0x9f,
@@ -108,55 +107,6 @@ static char *write_file(struct harness *h, const char *name, struct out *b)
 
 /* ---- running logctl ---- */
 
-struct run {
-    int code;
-    char *out, *err;
-};
-
-static struct run logctl(struct harness *h, ...)
-{
-    const char *argv[32];
-    char *out_path = harness_path(h->dir, "logctl.out");
-    char *err_path = harness_path(h->dir, "logctl.err");
-    struct run r = { 0 };
-    size_t n = 0, len;
-    va_list ap;
-    int status;
-
-    argv[n++] = harness_logctl();
-    va_start(ap, h);
-    for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 31;)
-        argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    status = harness_run(argv, out_path, err_path, RUN_MS);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = harness_slurp(out_path, &len);
-    r.err = harness_slurp(err_path, &len);
-    free(out_path);
-    free(err_path);
-    return r;
-}
-
-static void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-static void expect_code(const struct run *r, int code, const char *what)
-{
-    if (r->code != code)
-        fail_msg("%s: exit %d, expected %d\nstdout: %s\nstderr: %s", what, r->code, code,
-                 r->out, r->err);
-}
-
-static void expect_in(const char *text, const char *needle, const char *what)
-{
-    if (!strstr(text, needle))
-        fail_msg("%s: \"%s\" not in:\n%s", what, needle, text);
-}
-
 /* ---- cat ---- */
 
 static void test_cat_shows_positions(void **state)
@@ -164,27 +114,27 @@ static void test_cat_shows_positions(void **state)
     struct harness *h = *state;
     struct out b = { 0 };
     char *file;
-    struct run r;
+    struct harness_run r;
 
     put_shard(&b, "streamed", 1, stream_s, 500, 3);
     put_shard(&b, "plain", 2, NULL, 0, 2);
     file = write_file(h, "mixed.lsm", &b);
 
-    r = logctl(h, "cat", "--meta", file, NULL);
-    expect_code(&r, 0, "cat --meta");
+    r = harness_run_logctl(h, "cat", "--meta", file, NULL);
+    harness_expect_code(&r, 0, "cat --meta");
     for (unsigned i = 0; i < 3; i++) {
         char want[160];
 
         snprintf(want, sizeof(want), " 0000000000000001 " STREAM_S_HEX " %u streamed %04u\n",
                  500 + i, i);
-        expect_in(r.out, want, "cat --meta, a version 3 shard");
+        harness_expect_in(r.out, want, "cat --meta, a version 3 shard");
     }
-    expect_in(r.out, " 0000000000000002 - - plain 0000\n", "cat --meta, a version 2 shard");
-    expect_in(r.out, " 0000000000000002 - - plain 0001\n", "cat --meta, a version 2 shard");
-    run_free(&r);
+    harness_expect_in(r.out, " 0000000000000002 - - plain 0000\n", "cat --meta, a version 2 shard");
+    harness_expect_in(r.out, " 0000000000000002 - - plain 0001\n", "cat --meta, a version 2 shard");
+    harness_run_free(&r);
 
-    r = logctl(h, "cat", "--json", file, NULL);
-    expect_code(&r, 0, "cat --json");
+    r = harness_run_logctl(h, "cat", "--json", file, NULL);
+    harness_expect_code(&r, 0, "cat --json");
     {
         char *line = r.out, *nl;
         unsigned n = 0;
@@ -213,7 +163,7 @@ static void test_cat_shows_positions(void **state)
         }
         assert_int_equal(n, 5);
     }
-    run_free(&r);
+    harness_run_free(&r);
     free(file);
     free(b.p);
 }
@@ -225,36 +175,36 @@ static void test_verify_duplicate(void **state)
     struct harness *h = *state;
     struct out b = { 0 };
     char *one, *two;
-    struct run r;
+    struct harness_run r;
 
     put_shard(&b, "dup", 1, stream_s, 0, 10);
     one = write_file(h, "dup.0000000000000001.shard", &b);
     put_shard(&b, "dup", 2, stream_s, 5, 10); /* 5 to 14: 5 to 9 again */
     two = write_file(h, "dup.0000000000000002.shard", &b);
 
-    r = logctl(h, "verify", one, NULL);
-    expect_code(&r, 0, "verify of one shard");
-    expect_in(r.out, "OK       stream " STREAM_S_HEX ": positions 0 to 9\n", "verify");
-    run_free(&r);
+    r = harness_run_logctl(h, "verify", one, NULL);
+    harness_expect_code(&r, 0, "verify of one shard");
+    harness_expect_in(r.out, "OK       stream " STREAM_S_HEX ": positions 0 to 9\n", "verify");
+    harness_run_free(&r);
 
     /* The same shard twice is a copy, not a duplicate. */
-    r = logctl(h, "verify", one, one, NULL);
-    expect_code(&r, 0, "verify of one shard given twice");
-    run_free(&r);
+    r = harness_run_logctl(h, "verify", one, one, NULL);
+    harness_expect_code(&r, 0, "verify of one shard given twice");
+    harness_run_free(&r);
 
-    r = logctl(h, "verify", one, two, NULL);
-    expect_code(&r, 1, "verify of two shards sharing positions");
-    expect_in(r.out, "DUPLICATE stream " STREAM_S_HEX ": 5 positions seen in two shards, "
+    r = harness_run_logctl(h, "verify", one, two, NULL);
+    harness_expect_code(&r, 1, "verify of two shards sharing positions");
+    harness_expect_in(r.out, "DUPLICATE stream " STREAM_S_HEX ": 5 positions seen in two shards, "
                      "the first, 5, again in ", "verify");
-    expect_in(r.out, "2 files checked, 0 bad; 1 stream with a gap or a duplicate position\n",
+    harness_expect_in(r.out, "2 files checked, 0 bad; 1 stream with a gap or a duplicate position\n",
               "verify");
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl(h, "verify", "--json", one, two, NULL);
-    expect_code(&r, 1, "verify --json of two shards sharing positions");
-    expect_in(r.out, "{\"stream\":\"" STREAM_S_HEX "\",\"ok\":false,\"first\":0,\"last\":14,"
+    r = harness_run_logctl(h, "verify", "--json", one, two, NULL);
+    harness_expect_code(&r, 1, "verify --json of two shards sharing positions");
+    harness_expect_in(r.out, "{\"stream\":\"" STREAM_S_HEX "\",\"ok\":false,\"first\":0,\"last\":14,"
                      "\"missing\":0,\"duplicates\":5,", "verify --json");
-    run_free(&r);
+    harness_run_free(&r);
     free(one);
     free(two);
     free(b.p);
@@ -265,26 +215,26 @@ static void test_verify_gap(void **state)
     struct harness *h = *state;
     struct out b = { 0 };
     char *file;
-    struct run r;
+    struct harness_run r;
 
     put_shard(&b, "gappy", 1, stream_s, 500, 10);
     put_shard(&b, "gappy", 3, stream_s, 520, 10); /* shard 2, 510 to 519, is gone */
     file = write_file(h, "gappy.lsm", &b);
 
-    r = logctl(h, "verify", file, NULL);
-    expect_code(&r, 1, "verify of a stream with a gap");
-    expect_in(r.out, "OK       ", "verify: the file itself is fine");
-    expect_in(r.out,
+    r = harness_run_logctl(h, "verify", file, NULL);
+    harness_expect_code(&r, 1, "verify of a stream with a gap");
+    harness_expect_in(r.out, "OK       ", "verify: the file itself is fine");
+    harness_expect_in(r.out,
               "GAP      stream " STREAM_S_HEX ": positions 510 to 519 missing (it has 500 to 529)\n",
               "verify");
-    run_free(&r);
+    harness_run_free(&r);
 
-    r = logctl(h, "verify", "--json", "--quiet", file, NULL);
-    expect_code(&r, 1, "verify --json --quiet of a stream with a gap");
-    expect_in(r.out, "\"missing\":10,\"duplicates\":0,\"gaps\":[{\"from\":510,\"to\":519}]",
+    r = harness_run_logctl(h, "verify", "--json", "--quiet", file, NULL);
+    harness_expect_code(&r, 1, "verify --json --quiet of a stream with a gap");
+    harness_expect_in(r.out, "\"missing\":10,\"duplicates\":0,\"gaps\":[{\"from\":510,\"to\":519}]",
               "verify --json");
     assert_null(strstr(r.out, "\"file\"")); /* the file is OK: quiet */
-    run_free(&r);
+    harness_run_free(&r);
     free(file);
     free(b.p);
 }
@@ -296,18 +246,18 @@ static void test_verify_start_gone(void **state)
     struct harness *h = *state;
     struct out b = { 0 };
     char *file;
-    struct run r;
+    struct harness_run r;
 
     put_shard(&b, "late", 7, stream_s, 500, 10);
     put_shard(&b, "late", 8, stream_s, 510, 5);
     put_shard(&b, "old", 9, NULL, 0, 5);
     file = write_file(h, "late.lsm", &b);
 
-    r = logctl(h, "verify", file, NULL);
-    expect_code(&r, 0, "verify of a stream starting at 500");
-    expect_in(r.out, "OK       stream " STREAM_S_HEX ": positions 500 to 514\n", "verify");
-    expect_in(r.out, "1 file checked, 0 bad\n", "verify");
-    run_free(&r);
+    r = harness_run_logctl(h, "verify", file, NULL);
+    harness_expect_code(&r, 0, "verify of a stream starting at 500");
+    harness_expect_in(r.out, "OK       stream " STREAM_S_HEX ": positions 500 to 514\n", "verify");
+    harness_expect_in(r.out, "1 file checked, 0 bad\n", "verify");
+    harness_run_free(&r);
     free(file);
     free(b.p);
 }
