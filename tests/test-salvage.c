@@ -29,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "bytebuf.h"
 #include "harness.h"
 #include "json.h"
 #include "shard_format.h"
@@ -38,25 +39,6 @@
 
 /* ---- shards built with the encoders ---- */
 
-struct out {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static unsigned char *grow(struct out *b, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < b->len + n)
-            cap *= 2;
-        b->p = realloc(b->p, cap);
-        assert_non_null(b->p);
-        b->cap = cap;
-    }
-    b->len += n;
-    return b->p + b->len - n;
-}
-
 /* Receive time of record i of shard s: whole seconds from @1800000000, so
  * --since "@..." can select them. */
 static uint64_t ts_of(unsigned s, unsigned i)
@@ -64,7 +46,7 @@ static uint64_t ts_of(unsigned s, unsigned i)
     return (1800000000ull + s * 1000ull + i) * 1000000000ull;
 }
 
-static size_t put_header(struct out *b, const char *producer, uint64_t id)
+static size_t put_header(struct bytebuf *b, const char *producer, uint64_t id)
 {
     struct shard_header h;
     size_t off = b->len;
@@ -77,19 +59,19 @@ static size_t put_header(struct out *b, const char *producer, uint64_t id)
     h.created_ns = ts_of(0, 0);
     h.producer_len = strlen(producer);
     memcpy(h.producer, producer, h.producer_len + 1);
-    shard_encode_header(grow(b, shard_header_size(h.producer_len)), &h);
+    shard_encode_header(bytebuf_grow(b, shard_header_size(h.producer_len)), &h);
     return off;
 }
 
-static size_t put_record(struct out *b, const char *text, uint64_t ts)
+static size_t put_record(struct bytebuf *b, const char *text, uint64_t ts)
 {
     size_t off = b->len, len = strlen(text);
 
-    shard_encode_record(grow(b, SHARD_RECORD_HEADER + len), text, (uint32_t)len, ts);
+    shard_encode_record(bytebuf_grow(b, SHARD_RECORD_HEADER + len), text, (uint32_t)len, ts);
     return off;
 }
 
-static void put_trailer(struct out *b, size_t shard_start, uint64_t records, uint64_t newest)
+static void put_trailer(struct bytebuf *b, size_t shard_start, uint64_t records, uint64_t newest)
 {
     struct shard_trailer t = {
         .shard_len = b->len - shard_start,
@@ -98,12 +80,12 @@ static void put_trailer(struct out *b, size_t shard_start, uint64_t records, uin
     };
 
     t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, ALIGN);
-    shard_encode_trailer(grow(b, t.trailer_len), &t);
+    shard_encode_trailer(bytebuf_grow(b, t.trailer_len), &t);
 }
 
 /* A sealed shard of n records "<producer> NNNN" (shard index s for the
  * times); the offset of each record goes to rec_off when not NULL. */
-static size_t put_shard(struct out *b, const char *producer, unsigned s, unsigned n,
+static size_t put_shard(struct bytebuf *b, const char *producer, unsigned s, unsigned n,
                         size_t *rec_off)
 {
     size_t start = put_header(b, producer, s + 1);
@@ -173,7 +155,7 @@ static void expect_records(const char *text, const char *producer, unsigned from
 /* ---- the reproduction: three producers merged, one damaged ---- */
 
 struct merged {
-    struct out b;
+    struct bytebuf b;
     size_t start[3];
     size_t rec[3][PER_SHARD];
 };
@@ -317,7 +299,7 @@ static void test_fifos(void **state)
     char *done_fifo = harness_path(h->spool, "done/fifo.0000000000000003.shard");
     char *active_shard = harness_path(active, "beta.0000000000000002.tmp");
     char *active_fifo = harness_path(active, "fifo.0000000000000004.tmp");
-    struct out b = { 0 };
+    struct bytebuf b = { 0 };
     struct harness_run r;
     size_t start;
 
@@ -459,7 +441,7 @@ static void test_follow_past_damage(void **state)
     char *dmg = harness_path(active, "dmg.0000000000000003.tmp");
     char *next = harness_path(active, "dmg.0000000000000004.tmp");
     const char *argv[] = { harness_logctl(), "cat", "--follow", "--spool", h->spool, NULL };
-    struct out b = { 0 };
+    struct bytebuf b = { 0 };
     struct child c;
     size_t rec1, rec2, cut, len;
     int status;

@@ -19,27 +19,9 @@
 
 #include "crc32c.h"
 #include "shard_format.h"
+#include "bytebuf.h"
 
 /* ---- helpers ---- */
-
-struct buf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static unsigned char *buf_grow(struct buf *b, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        b->p = realloc(b->p, cap);
-        assert_non_null(b->p);
-        b->cap = cap;
-    }
-    b->len += n;
-    return b->p + b->len - n;
-}
 
 static struct shard_header make_header(const char *producer, uint64_t id)
 {
@@ -68,17 +50,17 @@ static uint64_t record_ts(unsigned s, uint64_t i)
 }
 
 /* Appends a shard header; returns its offset. */
-static size_t add_header(struct buf *b, const struct shard_header *h)
+static size_t add_header(struct bytebuf *b, const struct shard_header *h)
 {
     size_t off = b->len;
-    unsigned char *p = buf_grow(b, shard_header_size(h->producer_len));
+    unsigned char *p = bytebuf_grow(b, shard_header_size(h->producer_len));
 
     assert_int_equal(shard_encode_header(p, h), shard_header_size(h->producer_len));
     return off;
 }
 
 /* Appends record i of shard s with len bytes; returns its offset. */
-static size_t add_record(struct buf *b, unsigned s, uint64_t i, uint32_t len)
+static size_t add_record(struct bytebuf *b, unsigned s, uint64_t i, uint32_t len)
 {
     size_t off = b->len;
     unsigned char *payload = malloc(len);
@@ -87,7 +69,7 @@ static size_t add_record(struct buf *b, unsigned s, uint64_t i, uint32_t len)
     assert_non_null(payload);
     for (size_t j = 0; j < len; j++)
         payload[j] = payload_byte(s, i, j);
-    p = buf_grow(b, SHARD_RECORD_HEADER + len);
+    p = bytebuf_grow(b, SHARD_RECORD_HEADER + len);
     assert_int_equal(shard_encode_record(p, payload, len, record_ts(s, i)),
                      SHARD_RECORD_HEADER + len);
     free(payload);
@@ -463,7 +445,7 @@ static void test_reader_single_shard(void **state)
 {
     struct fixture *f = *state;
     struct shard_header h = make_header("single", 0);
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     size_t off[3];
     struct open_reader o;
 
@@ -507,7 +489,7 @@ static void test_reader_large_records(void **state)
     enum { NL = sizeof(lens) / sizeof(lens[0]), SMALL = 3000 };
     struct fixture *f = *state;
     struct shard_header h = make_header("big", 1);
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     size_t off[NL + SMALL];
     uint32_t len[NL + SMALL];
     struct open_reader o;
@@ -541,7 +523,7 @@ static void test_reader_merged(void **state)
     struct shard_header h[3] = { make_header("alpha", 10), make_header("b", 11),
                                  make_header("gamma.prod-3_x", 12) };
     static const unsigned nrec[3] = { 2, 0, 3 };
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     size_t hoff[3], roff[3][3];
     struct open_reader o;
 
@@ -592,7 +574,7 @@ static void test_reader_merged(void **state)
 
 /* Reads a file cut at cut bytes that holds the header and n complete records
  * before last_off; expects those, then a torn tail at last_off. */
-static void check_torn(const char *path, const struct buf *b, size_t cut, unsigned n,
+static void check_torn(const char *path, const struct bytebuf *b, size_t cut, unsigned n,
                        const size_t *off, const uint32_t *len, size_t last_off,
                        const struct shard_header *h)
 {
@@ -624,7 +606,7 @@ static void test_reader_torn_tail(void **state)
     struct shard_header h = make_header("torn", 2);
     uint32_t len[4] = { 5, 77, 40, 300000 };
     size_t off[4];
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
 
     add_header(&b, &h);
     for (unsigned i = 0; i < 3; i++)
@@ -675,7 +657,7 @@ static void test_reader_corrupt_record(void **state)
 {
     struct fixture *f = *state;
     struct shard_header h = make_header("flip", 3);
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     size_t off[3];
     struct open_reader o;
 
@@ -774,13 +756,13 @@ static void test_reader_empty_and_garbage(void **state)
     /* A valid shard followed by garbage: the garbage is where it ends. */
     {
         struct shard_header h = make_header("tail", 4);
-        struct buf b = { 0 };
+        struct bytebuf b = { 0 };
         size_t end;
 
         add_header(&b, &h);
         add_record(&b, 4, 0, 9);
         end = b.len;
-        memcpy(buf_grow(&b, 40), junk, 40);
+        memcpy(bytebuf_grow(&b, 40), junk, 40);
         write_file(f->path, b.p, b.len);
         o = reader_open(f->path);
         expect_header_item(o.r, 0, &h);
@@ -797,7 +779,7 @@ static void test_reader_empty_and_garbage(void **state)
 /* ---- seal trailer ---- */
 
 /* Appends a seal trailer for the shard that starts at shard_start. */
-static size_t add_trailer(struct buf *b, size_t shard_start, uint64_t records, size_t align)
+static size_t add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records, size_t align)
 {
     size_t off = b->len;
     struct shard_trailer t = {
@@ -807,7 +789,7 @@ static size_t add_trailer(struct buf *b, size_t shard_start, uint64_t records, s
     };
 
     t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, align);
-    shard_encode_trailer(buf_grow(b, t.trailer_len), &t);
+    shard_encode_trailer(bytebuf_grow(b, t.trailer_len), &t);
     return off;
 }
 
@@ -851,7 +833,7 @@ static void test_reader_sealed_shards(void **state)
 {
     struct fixture *f = *state;
     struct shard_header h[2] = { make_header("sealed", 20), make_header("next", 21) };
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     size_t rec[3], tr[2], second;
     struct open_reader o;
 
@@ -902,7 +884,7 @@ static void test_reader_sealed_shards(void **state)
 
     /* Anything but a new shard after a trailer is corrupt. */
     {
-        struct buf c = { 0 };
+        struct bytebuf c = { 0 };
         size_t first, after;
 
         add_header(&c, &h[0]);
@@ -939,7 +921,7 @@ static void test_reader_bad_trailer(void **state)
 {
     struct fixture *f = *state;
     struct shard_header h = make_header("badseal", 22);
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     size_t tr, end;
     add_header(&b, &h);
     add_record(&b, 22, 0, 30);

@@ -22,27 +22,9 @@
 
 #include "crc32c.h"
 #include "shard_format.h"
+#include "bytebuf.h"
 
 /* ---- helpers ---- */
-
-struct buf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static unsigned char *buf_grow(struct buf *b, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        b->p = realloc(b->p, cap);
-        assert_non_null(b->p);
-        b->cap = cap;
-    }
-    b->len += n;
-    return b->p + b->len - n;
-}
 
 static const uint8_t stream_s[SHARD_STREAM_ID_SIZE] = {
     0x5e, 0x11, 0x02, 0x93, 0x44, 0xa5, 0x06, 0xf7, 0x08, 0x19, 0xaa, 0x3b, 0x0c, 0xdd, 0x0e, 0x9f,
@@ -72,28 +54,28 @@ static struct shard_header make_header(const char *producer, uint64_t id, unsign
     return h;
 }
 
-static size_t add_header(struct buf *b, const struct shard_header *h)
+static size_t add_header(struct bytebuf *b, const struct shard_header *h)
 {
     size_t size = shard_header_size_v(shard_header_write_version(h), h->producer_len);
     size_t off = b->len;
 
-    assert_int_equal(shard_encode_header(buf_grow(b, size), h), size);
+    assert_int_equal(shard_encode_header(bytebuf_grow(b, size), h), size);
     return off;
 }
 
 /* Appends record i ("rec <i>"); returns its offset. */
-static size_t add_record(struct buf *b, uint64_t i)
+static size_t add_record(struct bytebuf *b, uint64_t i)
 {
     char text[32];
     size_t off = b->len;
     int n = snprintf(text, sizeof(text), "rec %" PRIu64, i);
 
-    shard_encode_record(buf_grow(b, SHARD_RECORD_HEADER + (size_t)n), text, (uint32_t)n,
+    shard_encode_record(bytebuf_grow(b, SHARD_RECORD_HEADER + (size_t)n), text, (uint32_t)n,
                         1800000000000000000ull + i);
     return off;
 }
 
-static void add_trailer(struct buf *b, size_t shard_start, uint64_t records)
+static void add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records)
 {
     struct shard_trailer t = {
         .shard_len = b->len - shard_start,
@@ -102,11 +84,11 @@ static void add_trailer(struct buf *b, size_t shard_start, uint64_t records)
     };
 
     t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, 4096);
-    shard_encode_trailer(buf_grow(b, t.trailer_len), &t);
+    shard_encode_trailer(bytebuf_grow(b, t.trailer_len), &t);
 }
 
 /* A sealed shard of n records; the offset of record i goes to rec_off[i]. */
-static size_t add_shard(struct buf *b, const struct shard_header *h, unsigned n, size_t *rec_off)
+static size_t add_shard(struct bytebuf *b, const struct shard_header *h, unsigned n, size_t *rec_off)
 {
     size_t start = add_header(b, h);
 
@@ -393,7 +375,7 @@ static void test_positions_of_records(void **state)
     struct shard_header none = make_header("web", 2, 3, NULL, 0);
     struct shard_header v2 = make_header("web", 3, 2, NULL, 0);
     size_t ra[5], rn[2], rv[2];
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     struct shard_reader *r = NULL;
     struct shard_item it;
     size_t sa = add_shard(&b, &a, 5, ra);
@@ -440,7 +422,7 @@ static void test_positions_after_salvage(void **state)
     struct shard_header other = make_header("db", 4, 3, stream_t, 7);
     struct shard_header tail = make_header("web", 5, 2, NULL, 0);
     size_t r_old[3], r1[5], r2[4], r_other[2], r_tail[1];
-    struct buf b = { 0 };
+    struct bytebuf b = { 0 };
     struct shard_reader *r = NULL;
     struct shard_item it;
     struct shard_skip skip;

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "bytebuf.h"
 #include "harness.h"
 #include "json.h"
 #include "shard_format.h"
@@ -35,28 +36,9 @@ static const uint8_t stream_s[SHARD_STREAM_ID_SIZE] = {
 
 /* ---- files built with the encoders ---- */
 
-struct out {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-static unsigned char *grow(struct out *b, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < b->len + n)
-            cap *= 2;
-        b->p = realloc(b->p, cap);
-        assert_non_null(b->p);
-        b->cap = cap;
-    }
-    b->len += n;
-    return b->p + b->len - n;
-}
-
 /* A sealed shard of n records "<producer> NNNN" (NNNN from 0), version 3
  * with stream (and first) when stream is not NULL, else version 2. */
-static void put_shard(struct out *b, const char *producer, uint64_t id, const uint8_t *stream,
+static void put_shard(struct bytebuf *b, const char *producer, uint64_t id, const uint8_t *stream,
                       uint64_t first, unsigned n)
 {
     struct shard_header h;
@@ -76,24 +58,24 @@ static void put_shard(struct out *b, const char *producer, uint64_t id, const ui
         memcpy(h.stream_id, stream, SHARD_STREAM_ID_SIZE);
         h.first_position = first;
     }
-    shard_encode_header(grow(b, shard_header_size_v(shard_header_write_version(&h),
+    shard_encode_header(bytebuf_grow(b, shard_header_size_v(shard_header_write_version(&h),
                                                     h.producer_len)),
                         &h);
     for (unsigned i = 0; i < n; i++) {
         char text[80];
         int len = snprintf(text, sizeof(text), "%s %04u", producer, i);
 
-        shard_encode_record(grow(b, SHARD_RECORD_HEADER + (size_t)len), text, (uint32_t)len,
+        shard_encode_record(bytebuf_grow(b, SHARD_RECORD_HEADER + (size_t)len), text, (uint32_t)len,
                             1800000000000000000ull + i * 1000ull);
     }
     t.shard_len = b->len - start;
     t.records = n;
     t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, 4096);
-    shard_encode_trailer(grow(b, t.trailer_len), &t);
+    shard_encode_trailer(bytebuf_grow(b, t.trailer_len), &t);
 }
 
 /* Writes b to dir/name and returns the path (to free); empties b. */
-static char *write_file(struct harness *h, const char *name, struct out *b)
+static char *write_file(struct harness *h, const char *name, struct bytebuf *b)
 {
     char *path = harness_path(h->dir, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -112,7 +94,7 @@ static char *write_file(struct harness *h, const char *name, struct out *b)
 static void test_cat_shows_positions(void **state)
 {
     struct harness *h = *state;
-    struct out b = { 0 };
+    struct bytebuf b = { 0 };
     char *file;
     struct harness_run r;
 
@@ -173,7 +155,7 @@ static void test_cat_shows_positions(void **state)
 static void test_verify_duplicate(void **state)
 {
     struct harness *h = *state;
-    struct out b = { 0 };
+    struct bytebuf b = { 0 };
     char *one, *two;
     struct harness_run r;
 
@@ -213,7 +195,7 @@ static void test_verify_duplicate(void **state)
 static void test_verify_gap(void **state)
 {
     struct harness *h = *state;
-    struct out b = { 0 };
+    struct bytebuf b = { 0 };
     char *file;
     struct harness_run r;
 
@@ -244,7 +226,7 @@ static void test_verify_gap(void **state)
 static void test_verify_start_gone(void **state)
 {
     struct harness *h = *state;
-    struct out b = { 0 };
+    struct bytebuf b = { 0 };
     char *file;
     struct harness_run r;
 
