@@ -513,23 +513,13 @@ static void test_follow_past_damage(void **state)
     free(next);
 }
 
-static int setup(void **state)
-{
-    return harness_setup(state);
-}
-
-static int teardown(void **state)
-{
-    return harness_teardown(state);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_flipped_byte, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bogus_length, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fifos, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_follow_past_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flipped_byte, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_bogus_length, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_fifos, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_follow_past_damage, harness_setup, harness_teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

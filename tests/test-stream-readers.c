@@ -244,23 +244,13 @@ static void test_verify_start_gone(void **state)
     free(b.p);
 }
 
-static int setup(void **state)
-{
-    return harness_setup(state);
-}
-
-static int teardown(void **state)
-{
-    return harness_teardown(state);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_cat_shows_positions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_verify_duplicate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_verify_gap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_verify_start_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cat_shows_positions, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_duplicate, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_gap, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_verify_start_gone, harness_setup, harness_teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
