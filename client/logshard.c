@@ -179,7 +179,7 @@ static void handle_welcome(logshard *ls, const unsigned char *payload, size_t le
     struct wire_welcome w;
 
     if (ls->welcomed || wire_decode_welcome(payload, len, &w) < 0 ||
-        w.version != WIRE_PROTOCOL_VERSION) {
+        w.version != WIRE_PROTOCOL_V1) {
         fail(ls, -EPROTO);
         return;
     }

@@ -26,7 +26,7 @@ int wire_decode_header(const unsigned char *in, uint32_t max_frame_bytes,
         return -EPROTO;
     if (type < WIRE_HELLO || type > WIRE_ERROR)
         return -EBADMSG;
-    if (length > max_frame_bytes || length > WIRE_MAX_FRAME_BYTES)
+    if (length > max_frame_bytes || length > WIRE_FRAME_CEILING)
         return -EMSGSIZE;
     ret_header->length = length;
     ret_header->type = type;
@@ -61,26 +61,62 @@ int wire_encode_hello(unsigned char *out, const char *name, size_t name_len)
     if (wire_check_hello_name(name, name_len) < 0)
         return -EINVAL;
     wire_encode_header(out, WIRE_HELLO, (uint32_t)(WIRE_HELLO_FIXED + name_len));
-    wire_put_u16(out + WIRE_HEADER_SIZE, WIRE_PROTOCOL_VERSION);
+    wire_put_u16(out + WIRE_HEADER_SIZE, WIRE_PROTOCOL_V1);
     wire_put_u16(out + WIRE_HEADER_SIZE + 2, 0);
     memcpy(out + WIRE_HEADER_SIZE + WIRE_HELLO_FIXED, name, name_len);
     return (int)(WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + name_len);
 }
 
+static bool stream_id_is_zero(const uint8_t *id)
+{
+    for (size_t i = 0; i < WIRE_STREAM_ID_SIZE; i++)
+        if (id[i])
+            return false;
+    return true;
+}
+
+int wire_encode_hello_v2(unsigned char *out, const char *name, size_t name_len,
+                         const uint8_t *stream_id, uint64_t first_position)
+{
+    unsigned char *p = out + WIRE_HEADER_SIZE;
+
+    if (wire_check_hello_name(name, name_len) < 0 || stream_id_is_zero(stream_id) ||
+        first_position >= WIRE_POSITION_LIMIT)
+        return -EINVAL;
+    wire_encode_header(out, WIRE_HELLO, (uint32_t)(WIRE_HELLO_FIXED_V2 + name_len));
+    wire_put_u16(p, WIRE_PROTOCOL_V2);
+    wire_put_u16(p + 2, 0);
+    memcpy(p + WIRE_HELLO_FIXED, stream_id, WIRE_STREAM_ID_SIZE);
+    wire_put_u64(p + WIRE_HELLO_FIXED + WIRE_STREAM_ID_SIZE, first_position);
+    memcpy(p + WIRE_HELLO_FIXED_V2, name, name_len);
+    return (int)(WIRE_HEADER_SIZE + WIRE_HELLO_FIXED_V2 + name_len);
+}
+
 int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hello *ret)
 {
-    struct wire_hello h;
+    struct wire_hello h = { .version = 0 };
+    size_t fixed;
 
     if (len < WIRE_HELLO_FIXED)
         return -EPROTO;
     h.version = wire_get_u16(payload);
     h.flags = wire_get_u16(payload + 2);
-    h.name = (const char *)payload + WIRE_HELLO_FIXED;
-    h.name_len = len - WIRE_HELLO_FIXED;
-    if (h.version != WIRE_PROTOCOL_VERSION)
+    if (h.version == WIRE_PROTOCOL_V1)
+        fixed = WIRE_HELLO_FIXED;
+    else if (h.version == WIRE_PROTOCOL_V2)
+        fixed = WIRE_HELLO_FIXED_V2;
+    else
         return -EPROTONOSUPPORT;
-    if (h.flags != 0)
+    if (h.flags != 0 || len < fixed)
         return -EPROTO;
+    if (h.version == WIRE_PROTOCOL_V2) {
+        memcpy(h.stream_id, payload + WIRE_HELLO_FIXED, WIRE_STREAM_ID_SIZE);
+        h.first_position = wire_get_u64(payload + WIRE_HELLO_FIXED + WIRE_STREAM_ID_SIZE);
+        if (stream_id_is_zero(h.stream_id) || h.first_position >= WIRE_POSITION_LIMIT)
+            return -EPROTO;
+    }
+    h.name = (const char *)payload + fixed;
+    h.name_len = len - fixed;
     if (wire_check_hello_name(h.name, h.name_len) < 0)
         return -EINVAL;
     *ret = h;
@@ -90,24 +126,34 @@ int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hell
 size_t wire_encode_welcome(unsigned char *out, const struct wire_welcome *w)
 {
     unsigned char *p = out + WIRE_HEADER_SIZE;
+    size_t size = w->version == WIRE_PROTOCOL_V1 ? WIRE_WELCOME_SIZE : WIRE_WELCOME_SIZE_V2;
 
-    wire_encode_header(out, WIRE_WELCOME, WIRE_WELCOME_SIZE);
+    wire_encode_header(out, WIRE_WELCOME, (uint32_t)size);
     wire_put_u16(p, w->version);
     p[2] = w->fsync_policy;
     p[3] = 0;
     wire_put_u32(p + 4, w->max_record_bytes);
     wire_put_u32(p + 8, w->max_frame_bytes);
-    return WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE;
+    if (size == WIRE_WELCOME_SIZE_V2)
+        wire_put_u64(p + WIRE_WELCOME_SIZE, w->next_position);
+    return WIRE_HEADER_SIZE + size;
 }
 
 int wire_decode_welcome(const unsigned char *payload, size_t len, struct wire_welcome *ret)
 {
-    if (len != WIRE_WELCOME_SIZE || payload[3] != 0)
+    uint16_t version;
+
+    if (len < WIRE_WELCOME_SIZE || payload[3] != 0)
         return -EPROTO;
-    ret->version = wire_get_u16(payload);
+    version = wire_get_u16(payload);
+    if (!(version == WIRE_PROTOCOL_V1 && len == WIRE_WELCOME_SIZE) &&
+        !(version == WIRE_PROTOCOL_V2 && len == WIRE_WELCOME_SIZE_V2))
+        return -EPROTO;
+    ret->version = version;
     ret->fsync_policy = payload[2];
     ret->max_record_bytes = wire_get_u32(payload + 4);
     ret->max_frame_bytes = wire_get_u32(payload + 8);
+    ret->next_position = version == WIRE_PROTOCOL_V2 ? wire_get_u64(payload + WIRE_WELCOME_SIZE) : 0;
     return 0;
 }
 

@@ -7,7 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_PROTOCOL_VERSION 1u
+/* Protocol versions (docs/PROTOCOL.md, "Versioning"). Version 2 makes a
+ * connection a stream the library names, with a position for every record,
+ * so that a connection that drops can be resumed without loss or
+ * duplicates. A daemon speaks both; WIRE_PROTOCOL_VERSION is the newest. */
+#define WIRE_PROTOCOL_V1 1u
+#define WIRE_PROTOCOL_V2 2u
+#define WIRE_PROTOCOL_VERSION WIRE_PROTOCOL_V2
 
 /* Every frame starts with this header: u32 payload length, u8 type,
  * three reserved bytes that must be zero. */
@@ -19,6 +25,14 @@
  * configured for 256 MiB records can take them. */
 #define WIRE_MAX_RECORD_BYTES (256u * 1024u * 1024u)
 #define WIRE_MAX_FRAME_BYTES (WIRE_MAX_RECORD_BYTES + WIRE_APPEND_OVERHEAD)
+/* The largest frame payload on the wire: in version 2 an APPEND carries its
+ * first record's position before what max_frame_bytes counts. */
+#define WIRE_FRAME_CEILING (WIRE_MAX_FRAME_BYTES + WIRE_APPEND_POSITION)
+
+/* Stream identities are 16 bytes (as in a shard header); positions stay
+ * below 2^63 (as SHARD_POSITION_LIMIT). */
+#define WIRE_STREAM_ID_SIZE 16u
+#define WIRE_POSITION_LIMIT (UINT64_C(1) << 63)
 
 #define WIRE_PRODUCER_NAME_MAX 64u
 
@@ -26,17 +40,24 @@
 #define WIRE_ERROR_MESSAGE_MAX 1024u
 
 enum wire_type {
-    WIRE_HELLO = 1,   /* client -> daemon: u16 version, u16 flags(0), name */
+    WIRE_HELLO = 1,   /* client -> daemon: u16 version, u16 flags(0), [v2: 16 bytes
+                         stream id, u64 first position held], name */
     WIRE_WELCOME = 2, /* daemon -> client: u16 version, u8 fsync policy, u8 0,
-                         u32 max_record_bytes, u32 max_frame_bytes */
-    WIRE_APPEND = 3,  /* client -> daemon: u32 count, count x (u32 len, bytes) */
-    WIRE_ACK = 4,     /* daemon -> client: u64 records acknowledged so far */
+                         u32 max_record_bytes, u32 max_frame_bytes, [v2: u64
+                         position the stream continues at] */
+    WIRE_APPEND = 3,  /* client -> daemon: [v2: u64 position of the first
+                         record], u32 count, count x (u32 len, bytes) */
+    WIRE_ACK = 4,     /* daemon -> client: u64 records acknowledged so far
+                         (v1: of the connection; v2: every position below it) */
     WIRE_ERROR = 5,   /* daemon -> client: u32 errno code, UTF-8 message */
 };
 
 /* Sizes of the fixed parts of payloads. */
 #define WIRE_HELLO_FIXED 4u
+#define WIRE_HELLO_FIXED_V2 (WIRE_HELLO_FIXED + WIRE_STREAM_ID_SIZE + 8u)
 #define WIRE_WELCOME_SIZE 12u
+#define WIRE_WELCOME_SIZE_V2 (WIRE_WELCOME_SIZE + 8u)
+#define WIRE_APPEND_POSITION 8u /* version 2: the first record's position */
 #define WIRE_APPEND_FIXED 4u
 #define WIRE_RECORD_PREFIX 4u
 #define WIRE_ACK_SIZE 8u
@@ -57,6 +78,11 @@ struct wire_hello {
     uint16_t flags;
     const char *name; /* points into the decoded payload, not terminated */
     size_t name_len;
+    /* Version 2 only (zero in version 1): the stream the library names,
+     * never all zero, and the first position it still holds (every record
+     * below it was acknowledged), below WIRE_POSITION_LIMIT. */
+    uint8_t stream_id[WIRE_STREAM_ID_SIZE];
+    uint64_t first_position;
 };
 
 struct wire_welcome {
@@ -64,6 +90,9 @@ struct wire_welcome {
     uint8_t fsync_policy;
     uint32_t max_record_bytes;
     uint32_t max_frame_bytes;
+    /* Version 2 only: the position the stream continues at; the first
+     * APPEND starts there. */
+    uint64_t next_position;
 };
 
 /* Little-endian helpers shared by every encoder in the project. */
@@ -101,7 +130,8 @@ void wire_encode_header(unsigned char *out, enum wire_type type, uint32_t length
 
 /* Decodes the 8 header bytes at in. Returns 0, -EPROTO when the reserved bytes
  * are not zero, -EBADMSG for an unknown type, or -EMSGSIZE when the declared
- * length is over max_frame_bytes (checked before anyone allocates for it).
+ * length is over max_frame_bytes or WIRE_FRAME_CEILING (checked before anyone
+ * allocates for it).
  * ret_header is written only on success. */
 int wire_decode_header(const unsigned char *in, uint32_t max_frame_bytes,
                        struct wire_header *ret_header);
@@ -121,22 +151,36 @@ int wire_check_producer_name(const char *name, size_t len);
 /* The HELLO rule in words, for error messages. */
 extern const char wire_producer_name_rule[];
 
-/* Encodes a whole HELLO frame (header included) into out, which must hold
- * WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + name_len bytes. Returns the frame
- * size, or -EINVAL when the name breaks the HELLO rule. */
+/* Encodes a whole version 1 HELLO frame (header included) into out, which
+ * must hold WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + name_len bytes. Returns
+ * the frame size, or -EINVAL when the name breaks the HELLO rule. */
 int wire_encode_hello(unsigned char *out, const char *name, size_t name_len);
 
-/* Decodes a HELLO payload. Returns 0, or -EPROTO when it is too short or its
- * flags are not zero, -EPROTONOSUPPORT for another protocol version, -EINVAL
- * when the name breaks the HELLO rule. ret is written only on success. */
+/* Encodes a whole version 2 HELLO frame into out, which must hold
+ * WIRE_HEADER_SIZE + WIRE_HELLO_FIXED_V2 + name_len bytes: the stream
+ * (WIRE_STREAM_ID_SIZE bytes, not all zero) and the first position the
+ * caller still holds. Returns the frame size, or -EINVAL when the name
+ * breaks the HELLO rule, the stream id is all zero or the position is not
+ * below WIRE_POSITION_LIMIT. */
+int wire_encode_hello_v2(unsigned char *out, const char *name, size_t name_len,
+                         const uint8_t *stream_id, uint64_t first_position);
+
+/* Decodes a HELLO payload of version 1 or 2. Returns 0, or -EPROTO when it
+ * is too short for its version, its flags are not zero, or (version 2) its
+ * stream id is all zero or its position out of range; -EPROTONOSUPPORT for
+ * another protocol version; -EINVAL when the name breaks the HELLO rule. ret
+ * is written only on success. */
 int wire_decode_hello(const unsigned char *payload, size_t len, struct wire_hello *ret);
 
-/* Encodes a whole WELCOME frame into out[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE];
- * returns its size. */
+/* Encodes a whole WELCOME frame of w->version (1: 12 payload bytes; 2: 20,
+ * with next_position) into out, which must hold WIRE_HEADER_SIZE +
+ * WIRE_WELCOME_SIZE_V2 bytes; returns its size. */
 size_t wire_encode_welcome(unsigned char *out, const struct wire_welcome *w);
 
-/* Decodes a WELCOME payload. Returns 0, or -EPROTO when its size or reserved
- * byte is wrong. The caller judges the version and the limits. */
+/* Decodes a WELCOME payload. Returns 0, or -EPROTO when its size does not
+ * match its version (12 bytes for version 1, 20 for version 2; any other
+ * version is refused) or its reserved byte is not zero. The caller judges
+ * the version it asked for and the limits. */
 int wire_decode_welcome(const unsigned char *payload, size_t len, struct wire_welcome *ret);
 
 /* Encodes a whole ACK frame into out[WIRE_HEADER_SIZE + WIRE_ACK_SIZE]. */

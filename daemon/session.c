@@ -262,7 +262,7 @@ void session_pump(struct session *s)
         return;
     if (s->out == OUT_WELCOME) {
         struct wire_welcome w = {
-            .version = WIRE_PROTOCOL_VERSION,
+            .version = WIRE_PROTOCOL_V1,
             .fsync_policy = (uint8_t)s->fsync_policy,
             .max_record_bytes = (uint32_t)s->max_record_bytes,
             .max_frame_bytes = (uint32_t)s->max_frame_bytes,

@@ -370,7 +370,7 @@ void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
     peer_init(p);
     p->script = script;
     p->total = total;
-    p->welcome = (struct wire_welcome){ .version = WIRE_PROTOCOL_VERSION,
+    p->welcome = (struct wire_welcome){ .version = WIRE_PROTOCOL_V1,
                                         .fsync_policy = 2,
                                         .max_record_bytes = max_record,
                                         .max_frame_bytes = max_frame };

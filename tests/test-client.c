@@ -47,7 +47,7 @@ static void test_connect_ok(void **state)
     logshard_close(ls);
     peer_join(p);
     assert_string_equal(p->hello_name, "unit-test_1.x");
-    assert_int_equal(p->hello_version, WIRE_PROTOCOL_VERSION);
+    assert_int_equal(p->hello_version, WIRE_PROTOCOL_V1);
     assert_int_equal(p->hello_flags, 0);
     assert_int_equal(p->nframes, 0);
 }
@@ -138,7 +138,7 @@ static int script_refuse_code0(struct peer *p)
 static int script_welcome_v2(struct peer *p)
 {
     PCHECK(peer_read_hello(p) == 0);
-    p->welcome.version = WIRE_PROTOCOL_VERSION + 1;
+    p->welcome.version = WIRE_PROTOCOL_V2 + 1;
     return peer_send_welcome(p);
 }
 

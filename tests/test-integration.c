@@ -232,7 +232,7 @@ static void run_bad_input(struct harness *h, int which, const struct bad_case *c
     switch (which) {
     case 0: /* producer name outside the rule */
         wire_encode_header(frame, WIRE_HELLO, 4 + 6);
-        wire_put_u16(frame + 8, WIRE_PROTOCOL_VERSION);
+        wire_put_u16(frame + 8, WIRE_PROTOCOL_V1);
         wire_put_u16(frame + 10, 0);
         memcpy(frame + 12, "../etc", 6);
         harness_raw_send(fd, frame, 8 + 4 + 6);

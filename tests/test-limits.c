@@ -370,7 +370,7 @@ static void test_hostile_names_and_symlink(void **state)
         int fd = harness_raw_connect(h->sock);
 
         wire_encode_header(frame, WIRE_HELLO, (uint32_t)(4 + bad[i].len));
-        wire_put_u16(frame + 8, WIRE_PROTOCOL_VERSION);
+        wire_put_u16(frame + 8, WIRE_PROTOCOL_V1);
         wire_put_u16(frame + 10, 0);
         memcpy(frame + 12, bad[i].name, bad[i].len);
         harness_raw_send(fd, frame, 12 + bad[i].len);

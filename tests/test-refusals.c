@@ -151,7 +151,7 @@ static void test_dash_names(void **state)
 
             /* wire_encode_hello refuses these names, so build it by hand. */
             wire_encode_header(frame, WIRE_HELLO, (uint32_t)(WIRE_HELLO_FIXED + n));
-            wire_put_u16(frame + WIRE_HEADER_SIZE, WIRE_PROTOCOL_VERSION);
+            wire_put_u16(frame + WIRE_HEADER_SIZE, WIRE_PROTOCOL_V1);
             wire_put_u16(frame + WIRE_HEADER_SIZE + 2, 0);
             memcpy(frame + WIRE_HEADER_SIZE + WIRE_HELLO_FIXED, names[i], n);
             harness_raw_send(fd, frame, WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + n);

@@ -103,11 +103,11 @@ static void test_header_length_limit(void **state)
     assert_int_equal(h.length, 77);
 
     /* The format's own ceiling holds whatever the configured limit says. */
-    wire_encode_header(b, WIRE_APPEND, WIRE_MAX_FRAME_BYTES);
+    wire_encode_header(b, WIRE_APPEND, WIRE_FRAME_CEILING);
     assert_int_equal(wire_decode_header(b, UINT32_MAX, &h), 0);
-    assert_int_equal(h.length, WIRE_MAX_FRAME_BYTES);
+    assert_int_equal(h.length, WIRE_FRAME_CEILING);
     h.length = 77;
-    wire_encode_header(b, WIRE_APPEND, WIRE_MAX_FRAME_BYTES + 1);
+    wire_encode_header(b, WIRE_APPEND, WIRE_FRAME_CEILING + 1);
     assert_int_equal(wire_decode_header(b, UINT32_MAX, &h), -EMSGSIZE);
     wire_encode_header(b, WIRE_APPEND, 0xFFFFFFFFu);
     assert_memory_equal(b, "\xff\xff\xff\xff\x03\x00\x00\x00", 8);
@@ -199,7 +199,7 @@ static void test_hello_round_trip(void **state)
     assert_int_equal(h.type, WIRE_HELLO);
     assert_int_equal(h.length, 9);
     assert_int_equal(wire_decode_hello(b + WIRE_HEADER_SIZE, h.length, &hello), 0);
-    assert_int_equal(hello.version, WIRE_PROTOCOL_VERSION);
+    assert_int_equal(hello.version, WIRE_PROTOCOL_V1);
     assert_int_equal(hello.flags, 0);
     assert_int_equal(hello.name_len, 5);
     assert_ptr_equal(hello.name, (const char *)b + WIRE_HEADER_SIZE + WIRE_HELLO_FIXED);
@@ -232,8 +232,8 @@ static void test_hello_refused(void **state)
 
     memset(&sentinel, 0x5A, sizeof(sentinel));
 
-    /* Versions other than 1. */
-    static const uint16_t versions[] = { 0, 2, 0x0100, 0xFFFF };
+    /* Versions other than 1 and 2. */
+    static const uint16_t versions[] = { 0, 3, 0x0100, 0xFFFF };
     for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
         wire_put_u16(p, versions[i]);
         wire_put_u16(p + 2, 0);
@@ -305,13 +305,13 @@ static void test_welcome_round_trip(void **state)
     assert_int_equal(got.max_frame_bytes, 4194304);
 
     /* Every field in its place. */
-    w = (struct wire_welcome){ .version = 0xBEEF, .fsync_policy = 3,
+    w = (struct wire_welcome){ .version = 1, .fsync_policy = 3,
                                .max_record_bytes = 0x11223344u,
                                .max_frame_bytes = 0xA1B2C3D4u };
     wire_encode_welcome(b, &w);
-    assert_memory_equal(b + 8, "\xef\xbe\x03\x00\x44\x33\x22\x11\xd4\xc3\xb2\xa1", 12);
+    assert_memory_equal(b + 8, "\x01\x00\x03\x00\x44\x33\x22\x11\xd4\xc3\xb2\xa1", 12);
     assert_int_equal(wire_decode_welcome(b + 8, WIRE_WELCOME_SIZE, &got), 0);
-    assert_int_equal(got.version, 0xBEEF);
+    assert_int_equal(got.version, 1);
     assert_int_equal(got.fsync_policy, 3);
     assert_int_equal(got.max_record_bytes, 0x11223344u);
     assert_int_equal(got.max_frame_bytes, 0xA1B2C3D4u);
@@ -325,6 +325,64 @@ static void test_welcome_round_trip(void **state)
         assert_int_equal(wire_decode_welcome(b + 8, len, &got), -EPROTO);
         assert_memory_equal(&got, &sentinel, sizeof(got));
     }
+    /* A version this codec does not know is refused whatever its size. */
+    wire_put_u16(b + 8, 3);
+    assert_int_equal(wire_decode_welcome(b + 8, WIRE_WELCOME_SIZE, &got), -EPROTO);
+}
+
+/* Version 2: the stream in HELLO, the position it continues at in WELCOME. */
+static void test_v2_hello_welcome(void **state)
+{
+    unsigned char b[WIRE_HEADER_SIZE + WIRE_HELLO_FIXED_V2 + 64];
+    uint8_t id[WIRE_STREAM_ID_SIZE], zero[WIRE_STREAM_ID_SIZE] = { 0 };
+    struct wire_hello hello;
+    struct wire_welcome w = { .version = 2, .fsync_policy = 2, .max_record_bytes = 1048576,
+                              .max_frame_bytes = 4194304,
+                              .next_position = UINT64_C(0x0102030405060708) };
+    struct wire_welcome got;
+    struct wire_header h;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(id); i++)
+        id[i] = (uint8_t)(0xA0 + i);
+    assert_int_equal(wire_encode_hello_v2(b, "web-1", 5, id, 77), 8 + 28 + 5);
+    assert_int_equal(wire_decode_header(b, WIRE_MAX_FRAME_BYTES, &h), 0);
+    assert_int_equal(h.length, 28 + 5);
+    assert_memory_equal(b + 8, "\x02\x00\x00\x00", 4);
+    assert_memory_equal(b + 12, id, 16);
+    assert_memory_equal(b + 28, "\x4d\x00\x00\x00\x00\x00\x00\x00", 8);
+    assert_int_equal(wire_decode_hello(b + 8, h.length, &hello), 0);
+    assert_int_equal(hello.version, 2);
+    assert_memory_equal(hello.stream_id, id, 16);
+    assert_int_equal(hello.first_position, 77);
+    assert_int_equal(hello.name_len, 5);
+    assert_memory_equal(hello.name, "web-1", 5);
+
+    /* No stream, a position out of range, a payload cut in the stream. */
+    assert_int_equal(wire_encode_hello_v2(b, "web-1", 5, zero, 0), -EINVAL);
+    assert_int_equal(wire_encode_hello_v2(b, "web-1", 5, id, WIRE_POSITION_LIMIT), -EINVAL);
+    assert_int_equal(wire_encode_hello_v2(b, "-x", 2, id, 0), -EINVAL);
+    wire_encode_hello_v2(b, "web-1", 5, id, 0);
+    for (size_t len = 0; len < WIRE_HELLO_FIXED_V2; len++)
+        assert_int_equal(wire_decode_hello(b + 8, len, &hello), -EPROTO);
+    assert_int_equal(wire_decode_hello(b + 8, WIRE_HELLO_FIXED_V2, &hello), -EINVAL);
+    memset(b + 12, 0, 16);
+    assert_int_equal(wire_decode_hello(b + 8, 28 + 5, &hello), -EPROTO);
+    memcpy(b + 12, id, 16);
+    wire_put_u64(b + 28, WIRE_POSITION_LIMIT);
+    assert_int_equal(wire_decode_hello(b + 8, 28 + 5, &hello), -EPROTO);
+
+    assert_int_equal(wire_encode_welcome(b, &w), WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE_V2);
+    assert_int_equal(wire_get_u32(b), 20);
+    assert_memory_equal(b + 8 + 12, "\x08\x07\x06\x05\x04\x03\x02\x01", 8);
+    assert_int_equal(wire_decode_welcome(b + 8, WIRE_WELCOME_SIZE_V2, &got), 0);
+    assert_int_equal(got.version, 2);
+    assert_int_equal(got.fsync_policy, 2);
+    assert_true(got.next_position == UINT64_C(0x0102030405060708));
+    /* A version 2 WELCOME of the version 1 size, and the other way round. */
+    assert_int_equal(wire_decode_welcome(b + 8, WIRE_WELCOME_SIZE, &got), -EPROTO);
+    wire_put_u16(b + 8, 1);
+    assert_int_equal(wire_decode_welcome(b + 8, WIRE_WELCOME_SIZE_V2, &got), -EPROTO);
 }
 
 static void test_ack_round_trip(void **state)
@@ -662,7 +720,10 @@ static void test_type_names(void **state)
     assert_int_equal(WIRE_ACK, 4);
     assert_int_equal(WIRE_ERROR, 5);
     assert_int_equal(WIRE_HEADER_SIZE, 8);
-    assert_int_equal(WIRE_PROTOCOL_VERSION, 1);
+    assert_int_equal(WIRE_PROTOCOL_V1, 1);
+    assert_int_equal(WIRE_PROTOCOL_V2, 2);
+    assert_int_equal(WIRE_PROTOCOL_VERSION, 2);
+    assert_int_equal(WIRE_FRAME_CEILING, 268435456 + 16);
     assert_int_equal(WIRE_MAX_RECORD_BYTES, 268435456);
     assert_int_equal(WIRE_APPEND_OVERHEAD, 8);
     assert_int_equal(WIRE_MAX_FRAME_BYTES, 268435456 + 8);
@@ -679,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_hello_round_trip),
         cmocka_unit_test(test_hello_refused),
         cmocka_unit_test(test_welcome_round_trip),
+        cmocka_unit_test(test_v2_hello_welcome),
         cmocka_unit_test(test_ack_round_trip),
         cmocka_unit_test(test_error_round_trip),
         cmocka_unit_test(test_append_validate),

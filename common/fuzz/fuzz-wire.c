@@ -46,7 +46,7 @@ static void check_hello(const unsigned char *payload, size_t len)
     FUZZ_CHECK(r == 0 || r == -EPROTO || r == -EPROTONOSUPPORT || r == -EINVAL);
     if (r < 0)
         return;
-    FUZZ_CHECK(h.version == WIRE_PROTOCOL_VERSION && h.flags == 0);
+    FUZZ_CHECK((h.version == WIRE_PROTOCOL_V1 || h.version == WIRE_PROTOCOL_V2) && h.flags == 0);
     FUZZ_CHECK(h.name_len >= 1 && h.name_len <= WIRE_PRODUCER_NAME_MAX);
     FUZZ_CHECK(inside(h.name, h.name_len, payload, len));
     FUZZ_CHECK(wire_check_producer_name(h.name, h.name_len) == 0);
@@ -54,8 +54,11 @@ static void check_hello(const unsigned char *payload, size_t len)
     /* The daemon copies the name into a WIRE_PRODUCER_NAME_MAX + 1 array;
      * the client encodes it back the same way. */
     {
-        unsigned char frame[WIRE_HEADER_SIZE + WIRE_HELLO_FIXED + WIRE_PRODUCER_NAME_MAX];
-        int n = wire_encode_hello(frame, h.name, h.name_len);
+        unsigned char frame[WIRE_HEADER_SIZE + WIRE_HELLO_FIXED_V2 + WIRE_PRODUCER_NAME_MAX];
+        int n = h.version == WIRE_PROTOCOL_V1
+                    ? wire_encode_hello(frame, h.name, h.name_len)
+                    : wire_encode_hello_v2(frame, h.name, h.name_len, h.stream_id,
+                                           h.first_position);
 
         FUZZ_CHECK(n == (int)(WIRE_HEADER_SIZE + len));
         FUZZ_CHECK(memcmp(frame + WIRE_HEADER_SIZE, payload, len) == 0);
@@ -118,14 +121,15 @@ static void check_append(const unsigned char *payload, size_t len, uint32_t max_
 static void check_welcome(const unsigned char *payload, size_t len)
 {
     struct wire_welcome w;
-    unsigned char frame[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE];
+    unsigned char frame[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE_V2];
     int r = wire_decode_welcome(payload, len, &w);
 
     FUZZ_CHECK(r == 0 || r == -EPROTO);
     if (r < 0)
         return;
-    FUZZ_CHECK(len == WIRE_WELCOME_SIZE);
-    FUZZ_CHECK(wire_encode_welcome(frame, &w) == sizeof(frame));
+    FUZZ_CHECK((w.version == WIRE_PROTOCOL_V1 && len == WIRE_WELCOME_SIZE) ||
+               (w.version == WIRE_PROTOCOL_V2 && len == WIRE_WELCOME_SIZE_V2));
+    FUZZ_CHECK(wire_encode_welcome(frame, &w) == WIRE_HEADER_SIZE + len);
     FUZZ_CHECK(memcmp(frame + WIRE_HEADER_SIZE, payload, len) == 0);
 }
 
@@ -195,11 +199,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(hdr[4] < WIRE_HELLO || hdr[4] > WIRE_ERROR);
             else
                 FUZZ_CHECK(r == -EMSGSIZE &&
-                           (declared > max_frame || declared > WIRE_MAX_FRAME_BYTES));
+                           (declared > max_frame || declared > WIRE_FRAME_CEILING));
             return 0; /* the peer is cut off: nothing after this is read */
         }
         FUZZ_CHECK(h.length == declared && h.type == hdr[4]);
-        FUZZ_CHECK(h.length <= max_frame && h.length <= WIRE_MAX_FRAME_BYTES);
+        FUZZ_CHECK(h.length <= max_frame && h.length <= WIRE_FRAME_CEILING);
         FUZZ_CHECK(strcmp(wire_type_name(h.type), "unknown") != 0);
         pos += WIRE_HEADER_SIZE;
         if (size - pos < h.length)
