@@ -84,6 +84,10 @@ static const struct key_spec keys[] = {
     { "access", "allowed_gids", KEY_GID_LIST, offsetof(struct config, allowed_gids), 0, 0, NULL },
     { "shard", "max_shard_bytes", KEY_SIZE, offsetof(struct config, max_shard_bytes),
       4 * KIB, 1024 * GIB, NULL },
+    { "streams", "resume_window", KEY_DURATION, offsetof(struct config, resume_window_ms),
+      1000, 365ull * 24 * 3600 * 1000, NULL },
+    { "streams", "max_streams", KEY_COUNT, offsetof(struct config, max_streams), 16,
+      100000000, NULL },
     { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
       365ull * 24 * 3600 * 1000, NULL },
 };
@@ -116,6 +120,8 @@ int config_init(struct config *c)
     c->max_open_shards = 4096;
     c->hello_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
+    c->resume_window_ms = 3600ull * 1000;
+    c->max_streams = 100000;
     if (!c->spool || !c->socket_path || !c->admin_socket) {
         config_free(c);
         return -ENOMEM;

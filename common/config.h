@@ -53,6 +53,12 @@ struct config {
     uint64_t hello_timeout_ms;   /* from accept to HELLO */
     uint64_t idle_timeout_ms;    /* how long a frame may stay half received */
 
+    /* Streams (protocol version 2): how long the daemon remembers where a
+     * stream stopped after its last connection ended (or, at start, after
+     * its newest record), and how many such streams it keeps at most. */
+    uint64_t resume_window_ms;
+    uint64_t max_streams;
+
     char *admin_socket;          /* the admin socket (logctl status, ls, rotate) */
     char *metrics_file;          /* Prometheus text file; NULL: no metrics */
     uint64_t metrics_interval_ms;

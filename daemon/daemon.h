@@ -11,6 +11,7 @@
 #include "list.h"
 #include "memory.h"
 #include "shard-events.h"
+#include "streams.h"
 
 struct io;
 struct listener;
@@ -41,6 +42,9 @@ struct daemon_stats {
     uint64_t io_errors;
     uint64_t timeouts;        /* sessions dropped by hello_timeout_ms or idle_timeout_ms */
     uint64_t refused_admin;   /* admin peers that were neither root nor the daemon's uid */
+    uint64_t streams_resumed; /* connections that resumed a known stream */
+    uint64_t streams_refused; /* resumes refused: unknown stream, wrong uid or name */
+    uint64_t records_duplicate; /* records below their stream's position: acknowledged, not written */
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 
     /* fdatasync of shard data (queue_sync to on_sync in shard.c); under
@@ -97,6 +101,9 @@ struct daemon {
     uint64_t last_shard_id;
 
     struct list_node sessions;     /* struct session.node */
+    struct list_node resuming_sessions; /* struct session.resume_node: waiting for
+                                           their stream to be quiet (session.c) */
+    struct streams streams;        /* streams.c's */
     struct list_node paused_sessions; /* sessions not reading: over a budget */
     uint64_t memory_bytes;         /* receive and batch buffers, all sessions (memory.c's) */
     uint64_t open_shards;

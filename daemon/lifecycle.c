@@ -29,6 +29,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "session.h"
+#include "streams.h"
 #include "shard.h"
 #include "stats.h"
 
@@ -65,6 +66,7 @@ static void close_handle(uv_handle_t *h)
 static void on_age_timer(uv_timer_t *h)
 {
     session_sweep(h->data);
+    streams_expire(h->data);
 }
 
 /* Checks often enough that a shard is sealed, and a stalled client dropped,

@@ -39,6 +39,7 @@
 #include "shard.h"
 #include "spool.h"
 #include "stats.h"
+#include "streams-scan.h"
 
 #define IO_RING_ENTRIES 256u
 #define EXIT_USAGE 2
@@ -246,6 +247,26 @@ static int run(struct daemon *d)
         return 1;
     }
 
+    {
+        struct streams_scan_stats ss;
+        uint64_t t0 = now_monotonic_ns();
+
+        r = streams_scan(d, &ss, why, sizeof(why));
+        if (r < 0) {
+            log_error("%s; not starting, as streams could resume at the wrong position", why);
+            return 1;
+        }
+        if (ss.unreadable > 0)
+            log_warning("%" PRIu64 " shards of done/ could not be read for their stream "
+                        "positions (first: %s); a producer resuming one of their streams "
+                        "may write records twice",
+                        ss.unreadable, ss.first_unreadable);
+        log_info("streams: %" PRIu64 " known from %" PRIu64 " sealed shards (%" PRIu64
+                 " read through) in %.3f s; resume window %" PRIu64 " s",
+                 ss.streams, ss.shards, ss.read_through,
+                 (double)(now_monotonic_ns() - t0) / 1e9, d->config.resume_window_ms / 1000);
+    }
+
     r = io_new(d->loop, io_backend_wanted(&d->config), IO_RING_ENTRIES, &d->io, &io_why);
     if (r < 0) {
         log_error("cannot set up file I/O (io_backend = %s): %s: %s",
@@ -345,6 +366,7 @@ int main(int argc, char **argv)
     d.start_mono_ns = now_monotonic_ns();
     d.start_real_ns = now_realtime_ns();
     list_init(&d.sessions);
+    list_init(&d.resuming_sessions);
     list_init(&d.paused_sessions);
     list_init(&d.shards);
     list_init(&d.shard_subscribers);
@@ -363,7 +385,7 @@ int main(int argc, char **argv)
     }
     d.loop = &loop;
     d.rx_scratch = malloc(64u * 1024u);
-    if (!d.rx_scratch) {
+    if (!d.rx_scratch || streams_init(&d) < 0) {
         log_error("out of memory");
         config_free(&d.config);
         return 1;
@@ -377,6 +399,7 @@ int main(int argc, char **argv)
     (void)uv_loop_close(&loop);
     spool_close(&d);
     memory_pool_drain(&d);
+    streams_free(&d);
     config_free(&d.config);
     free(d.rx_scratch);
     return r;

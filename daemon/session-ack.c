@@ -62,6 +62,8 @@ uint64_t session_buffered_bytes(const struct session *s)
 
 bool session_gate_closed(const struct session *s)
 {
+    if (s->resume_wait)
+        return true; /* no APPEND before WELCOME has said where the stream is */
     return s->fsync_policy == FSYNC_ALWAYS && !session_all_settled(s);
 }
 

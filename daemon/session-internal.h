@@ -110,6 +110,18 @@ struct session {
     uint8_t stream_id[SHARD_STREAM_ID_SIZE];
     uint64_t stream_start;
 
+    /* Protocol version 2 (docs/PROTOCOL.md): the library names the stream
+     * and the first position it still holds; the daemon answers with the
+     * position the stream continues at (stream_start), once the stream is
+     * quiet: no earlier connection of it left and every shard of it
+     * sealed. Until then (resume_wait) APPENDs wait like behind the always
+     * gate. */
+    unsigned protocol;            /* WIRE_PROTOCOL_V1 or WIRE_PROTOCOL_V2, from HELLO */
+    struct stream *stream;        /* version 2: the table's entry, claimed at HELLO */
+    uint64_t hello_position;      /* version 2: HELLO's first_position */
+    bool resume_wait;
+    struct list_node resume_node; /* d->resuming_sessions while resume_wait */
+
     struct shard *current;
     uint64_t current_base;
     struct retired retiring[SESSION_MAX_RETIRING];
@@ -155,6 +167,9 @@ void session_fail(struct session *s, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void session_close(struct session *s);
 void session_handle_hello(struct session *s, const unsigned char *payload, size_t len);
+/* The frame limit of the connection: max_frame_bytes, plus the position
+ * an APPEND carries in version 2. */
+uint64_t session_frame_limit(const struct session *s);
 /* Opens the session's current shard if it has none. */
 int session_ensure_shard(struct session *s);
 /* "producer NAME (conn N, ...)" or "connection N (...)", for messages. */

@@ -101,12 +101,35 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
     const unsigned char *rec;
     uint32_t rlen, count, index;
     const char *why;
-    uint64_t now;
+    uint64_t now, skip = 0;
     int r;
 
     if (s->state == SESSION_HELLO_WAIT) {
         session_fail(s, EPROTO, "APPEND before HELLO");
         return;
+    }
+    if (s->protocol == WIRE_PROTOCOL_V2) {
+        /* Version 2: the frame says where its records are in the stream.
+         * What the stream has already is acknowledged, not written again;
+         * a frame beyond it would leave a gap. */
+        uint64_t first, expected = s->stream_start + s->received;
+
+        if (len < WIRE_APPEND_POSITION) {
+            session_fail(s, EPROTO, "malformed APPEND frame: %zu bytes, too short for its "
+                         "position; the frame is refused", len);
+            return;
+        }
+        first = wire_get_u64(payload);
+        if (first > expected) {
+            session_fail(s, EPROTO,
+                         "APPEND starts at position %" PRIu64 " but the stream is at %" PRIu64
+                         "; the records between are missing, so the frame is refused",
+                         first, expected);
+            return;
+        }
+        skip = expected - first;
+        payload += WIRE_APPEND_POSITION;
+        len -= WIRE_APPEND_POSITION;
     }
     r = wire_append_validate(payload, len, (uint32_t)s->max_record_bytes, &count, &index, &why);
     if (r < 0) {
@@ -124,6 +147,11 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
     now = now_realtime_ns();
     wire_append_iter_init(&it, payload, len);
     while (wire_append_iter_next(&it, &rec, &rlen)) {
+        if (skip > 0) {
+            skip--;
+            d->stats.records_duplicate++;
+            continue;
+        }
         r = session_ensure_shard(s);
         if (r == -EMFILE && d->open_shards >= d->config.max_open_shards) {
             d->stats.refused_limit++;
@@ -188,13 +216,13 @@ static size_t decode_frames(struct session *s, const unsigned char *buf, size_t 
     *ret_need = 0;
     while (session_is_open(s) && len - pos >= WIRE_HEADER_SIZE) {
         struct wire_header h;
-        int r = wire_decode_header(buf + pos, (uint32_t)s->max_frame_bytes, &h);
+        int r = wire_decode_header(buf + pos, (uint32_t)session_frame_limit(s), &h);
         size_t need;
 
         if (r == -EMSGSIZE) {
             session_fail(s, EMSGSIZE,
                          "frame of %" PRIu32 " bytes is over max_frame_bytes (%" PRIu64 ")",
-                         wire_get_u32(buf + pos), s->max_frame_bytes);
+                         wire_get_u32(buf + pos), session_frame_limit(s));
             break;
         }
         if (r == -EBADMSG) {

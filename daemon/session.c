@@ -40,6 +40,7 @@
 #include "notify.h"
 #include "session-internal.h"
 #include "shard.h"
+#include "streams.h"
 #include "wire.h"
 
 const char *session_who(const struct session *s, char *buf, size_t len)
@@ -191,6 +192,8 @@ static void send_buffer(struct session *s, size_t len)
     s->write_busy = true;
 }
 
+static void resume_waiting(struct daemon *d);
+
 static void on_closed(uv_handle_t *h)
 {
     struct session *s = h->data;
@@ -199,10 +202,16 @@ static void on_closed(uv_handle_t *h)
     session_release_shards(s);
     list_del(&s->node);
     assert(!list_linked(&s->paused_node));
+    if (list_linked(&s->resume_node))
+        list_del(&s->resume_node);
+    if (s->stream)
+        streams_release(d, s->stream, s);
     session_admit_release(s);
     session_rx_release(s);
     free(s->error_message);
     free(s);
+    /* A connection that resumes the stream may have waited for this one. */
+    resume_waiting(d);
     lifecycle_maybe_finish(d);
 }
 
@@ -239,8 +248,17 @@ static void on_shard_released(void *data, struct shard *sh)
     resume_paused(data);
 }
 
+/* A shard was sealed: a stream waiting for its last shard may be quiet. */
+static void on_shard_sealed(void *data, const struct shard *sh, int err)
+{
+    (void)sh;
+    (void)err;
+    resume_waiting(data);
+}
+
 static const struct shard_events sessions_shard_events = {
     .released = on_shard_released,
+    .sealed = on_shard_sealed,
 };
 
 void session_init(struct daemon *d)
@@ -262,10 +280,11 @@ void session_pump(struct session *s)
         return;
     if (s->out == OUT_WELCOME) {
         struct wire_welcome w = {
-            .version = WIRE_PROTOCOL_V1,
+            .version = (uint16_t)s->protocol,
             .fsync_policy = (uint8_t)s->fsync_policy,
             .max_record_bytes = (uint32_t)s->max_record_bytes,
             .max_frame_bytes = (uint32_t)s->max_frame_bytes,
+            .next_position = s->stream_start,
         };
         set_out(s, OUT_ACKS);
         send_buffer(s, wire_encode_welcome(s->obuf, &w));
@@ -274,7 +293,11 @@ void session_pump(struct session *s)
     if (s->out == OUT_ACKS && acked > s->ack_sent) {
         s->d->stats.records_acked += acked - s->ack_sent;
         s->ack_sent = acked;
-        send_buffer(s, wire_encode_ack(s->obuf, acked));
+        /* Version 2 counts in stream positions, version 1 from the
+         * connection's first record. */
+        send_buffer(s, wire_encode_ack(s->obuf, s->protocol == WIRE_PROTOCOL_V2
+                                                    ? s->stream_start + acked
+                                                    : acked));
         return;
     }
     if (session_is_open(s) || !session_all_settled(s))
@@ -387,6 +410,109 @@ static int pick_stream_id(uint8_t id[SHARD_STREAM_ID_SIZE])
     }
 }
 
+uint64_t session_frame_limit(const struct session *s)
+{
+    return s->max_frame_bytes + (s->protocol == WIRE_PROTOCOL_V2 ? WIRE_APPEND_POSITION : 0);
+}
+
+static void session_drain(struct session *s);
+
+/* Version 2 HELLO: finds the stream the library names, or starts it, and
+ * claims it for this connection. An earlier connection of the stream that
+ * is still open has been given up by the library (it would not say HELLO
+ * again otherwise): it is drained, and this one waits until it is gone.
+ * Returns 0, or -1 after failing the session. */
+static int claim_stream(struct session *s, const struct wire_hello *h)
+{
+    struct daemon *d = s->d;
+    struct stream *st = streams_find(d, h->stream_id);
+    char hex[2 * SHARD_STREAM_ID_SIZE + 1];
+    int r;
+
+    streams_id_hex(h->stream_id, hex);
+    if (!st) {
+        if (h->first_position > 0) {
+            d->stats.streams_refused++;
+            session_fail(s, ESTALE,
+                         "stream %s is not known here (forgotten after resume_window, %" PRIu64
+                         " s, or never written to this spool): its records from position "
+                         "%" PRIu64 " are refused, as taking them could write some twice",
+                         hex, d->config.resume_window_ms / 1000, h->first_position);
+            return -1;
+        }
+        r = streams_add(d, h->stream_id, s->producer, s->cred.uid, &st);
+        if (r < 0) {
+            session_fail(s, (uint32_t)-r, "cannot keep its stream %s: %s", hex, strerror(-r));
+            return -1;
+        }
+    } else {
+        if (st->uid != s->cred.uid) {
+            d->stats.streams_refused++;
+            session_fail(s, EACCES, "stream %s belongs to uid %u, not to this peer", hex,
+                         (unsigned)st->uid);
+            return -1;
+        }
+        if (strcmp(st->producer, s->producer) != 0) {
+            d->stats.streams_refused++;
+            session_fail(s, EINVAL, "stream %s belongs to producer %s", hex, st->producer);
+            return -1;
+        }
+        if (st->owner) {
+            char w[160];
+            struct session *old = st->owner;
+
+            log_info("%s: resumes stream %s; its earlier connection %" PRIu64
+                     " is given up and closed",
+                     session_who(s, w, sizeof(w)), hex, old->id);
+            session_drain(old);
+        }
+        d->stats.streams_resumed++;
+    }
+    memcpy(s->stream_id, h->stream_id, SHARD_STREAM_ID_SIZE);
+    s->hello_position = h->first_position;
+    s->stream = st;
+    streams_claim(d, st, s);
+    return 0;
+}
+
+/* Welcomes a connection that waits for its stream once the stream is
+ * quiet: what it is told is then sealed, so nothing still in flight can
+ * land after it. */
+static void try_resume(struct session *s)
+{
+    struct stream *st = s->stream;
+    char hex[2 * SHARD_STREAM_ID_SIZE + 1];
+    char w[160];
+
+    if (!s->resume_wait || !streams_quiet(st, s))
+        return;
+    s->stream_start = st->stored > s->hello_position ? st->stored : s->hello_position;
+    if (st->stored < s->hello_position)
+        log_warning("%s: stream %s resumes at position %" PRIu64 ", but the spool holds it "
+                    "only up to position %" PRIu64 ": the records between, acknowledged "
+                    "earlier, are not in the spool (a machine crash under fsync none or "
+                    "interval, or a spool restored from an older copy)",
+                    session_who(s, w, sizeof(w)), streams_id_hex(st->id, hex),
+                    s->hello_position, st->stored);
+    else if (st->stored > 0)
+        log_info("%s: resumes stream %s at position %" PRIu64 " (it holds records from %" PRIu64
+                 ")",
+                 session_who(s, w, sizeof(w)), streams_id_hex(st->id, hex), s->stream_start,
+                 s->hello_position);
+    s->resume_wait = false;
+    list_del(&s->resume_node);
+    set_out(s, OUT_WELCOME);
+    session_pump(s);
+}
+
+static void resume_waiting(struct daemon *d)
+{
+    struct list_node *n, *tmp;
+
+    list_for_each_safe(n, tmp, &d->resuming_sessions)
+        try_resume(list_entry(n, struct session, resume_node));
+}
+
 void session_handle_hello(struct session *s, const unsigned char *payload, size_t len)
 {
     struct wire_hello h;
@@ -399,18 +525,20 @@ void session_handle_hello(struct session *s, const unsigned char *payload, size_
     r = wire_decode_hello(payload, len, &h);
     if (r == -EPROTONOSUPPORT) {
         session_fail(s, EPROTONOSUPPORT,
-                     "protocol version %u is not supported (this daemon speaks %u)",
-                     (unsigned)wire_get_u16(payload), WIRE_PROTOCOL_VERSION);
+                     "protocol version %u is not supported (this daemon speaks %u and %u)",
+                     (unsigned)wire_get_u16(payload), WIRE_PROTOCOL_V1, WIRE_PROTOCOL_V2);
         return;
     }
     if (r == -EINVAL) {
-        size_t n = len - WIRE_HELLO_FIXED;
+        size_t fixed = wire_get_u16(payload) == WIRE_PROTOCOL_V2 ? WIRE_HELLO_FIXED_V2
+                                                                 : WIRE_HELLO_FIXED;
+        size_t n = len - fixed;
         char shown[WIRE_PRODUCER_NAME_MAX * 4 + 8];
         size_t o = 0;
 
         /* Show the refused name with anything unprintable escaped. */
         for (size_t i = 0; i < n && i < 80 && o + 5 < sizeof(shown); i++) {
-            unsigned char c = payload[WIRE_HELLO_FIXED + i];
+            unsigned char c = payload[fixed + i];
             if (c >= 0x20 && c < 0x7f && c != '\\')
                 shown[o++] = (char)c;
             else
@@ -422,10 +550,32 @@ void session_handle_hello(struct session *s, const unsigned char *payload, size_
         return;
     }
     if (r < 0) {
-        session_fail(s, EPROTO, "malformed HELLO frame (%zu bytes payload, flags must be 0)",
+        session_fail(s, EPROTO,
+                     "malformed HELLO frame (%zu bytes payload; flags must be 0, and a version "
+                     "2 HELLO names a stream, not all zero, and a position below 2^63)",
                      len);
         return;
     }
+    memcpy(s->producer, h.name, h.name_len);
+    s->producer[h.name_len] = '\0';
+    s->producer_len = h.name_len;
+    s->fsync_policy = (unsigned)s->d->config.fsync_policy;
+    s->protocol = h.version;
+    if (h.version == WIRE_PROTOCOL_V2) {
+        if (claim_stream(s, &h) < 0)
+            return;
+        session_set_state(s, SESSION_STREAMING);
+        s->resume_wait = true;
+        list_add_tail(&s->d->resuming_sessions, &s->resume_node);
+        log_debug("producer %s connected (conn %" PRIu64 ", pid %d, uid %u), stream from "
+                  "position %" PRIu64,
+                  s->producer, s->id, (int)s->cred.pid, (unsigned)s->cred.uid,
+                  h.first_position);
+        try_resume(s);
+        return;
+    }
+    /* Version 1: the connection is a stream of its own that nobody can
+     * resume; the daemon names it. */
     r = pick_stream_id(s->stream_id);
     if (r < 0) {
         session_fail(s, (uint32_t)-r, "cannot pick a stream identity: getrandom: %s",
@@ -433,14 +583,10 @@ void session_handle_hello(struct session *s, const unsigned char *payload, size_
         return;
     }
     s->stream_start = 0;
-    memcpy(s->producer, h.name, h.name_len);
-    s->producer[h.name_len] = '\0';
-    s->producer_len = h.name_len;
-    s->fsync_policy = (unsigned)s->d->config.fsync_policy;
     session_set_state(s, SESSION_STREAMING);
     set_out(s, OUT_WELCOME);
-    log_debug("producer %s connected (conn %" PRIu64 ", pid %d, uid %u)", s->producer, s->id,
-              (int)s->cred.pid, (unsigned)s->cred.uid);
+    log_debug("producer %s connected (conn %" PRIu64 ", pid %d, uid %u), protocol version 1",
+              s->producer, s->id, (int)s->cred.pid, (unsigned)s->cred.uid);
 }
 
 /* ---- the interface (session.h) ---- */
@@ -465,7 +611,9 @@ int session_accept(struct daemon *d, int fd)
     s->max_record_bytes = d->config.max_record_bytes;
     s->id = ++d->next_session_id;
     s->accepted_ns = s->last_rx_ns = now_monotonic_ns();
+    s->protocol = WIRE_PROTOCOL_V1;
     list_init(&s->paused_node);
+    list_init(&s->resume_node);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &sl) < 0) {
         r = -errno;
         (void)close(fd); /* no credentials, no service */
@@ -492,6 +640,11 @@ static void session_drain(struct session *s)
 {
     if (!session_is_open(s))
         return;
+    if (s->resume_wait) {
+        /* Never welcomed: there is nothing to finish. */
+        s->resume_wait = false;
+        list_del(&s->resume_node);
+    }
     session_rx_stop(s);
     session_set_state(s, SESSION_DRAINING);
     session_retire_current(s);

@@ -25,6 +25,7 @@
 #include "notify.h"
 #include "seal.h"
 #include "shard_format.h"
+#include "streams.h"
 #include "spool_names.h"
 #include "stats.h"
 
@@ -257,6 +258,12 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     list_add_tail(&d->shards, &s->node);
     d->stats.shards_opened++;
     mark_dirty(s);
+    if (ident->stream_id) {
+        memcpy(s->stream_id, ident->stream_id, SHARD_STREAM_ID_SIZE);
+        s->first_position = ident->first_position;
+        s->has_stream = true;
+        streams_shard_opened(d, s->stream_id);
+    }
     *ret = s;
     return 0;
 
@@ -664,6 +671,14 @@ void shard_sealed(struct shard *s, int err)
     list_del(&s->node);
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
+    /* The stream's position counts what the spool keeps of it: a shard in
+     * done/, or one left in active/ that recovery will seal at the next
+     * start. What went to quarantine/ or was removed is not the stream's. */
+    if (s->has_stream)
+        streams_shard_sealed(d, s->stream_id, s->first_position,
+                             where == SEAL_IN_DONE || where == SEAL_FAILED
+                                 ? shard_records_kept(s)
+                                 : 0);
     /* A removed shard was not sealed: whoever waits for its seal (a rotate
      * request) hears the error that kept it from being written. */
     report(s, REPORT_SEALED, where == SEAL_REMOVED ? (s->error ? s->error : -EIO) : err);

@@ -31,6 +31,7 @@
 #include "io.h"
 #include "list.h"
 #include "seal.h"
+#include "shard_format.h"
 #include "shard-events.h"
 #include "wire.h"
 
@@ -128,6 +129,10 @@ struct shard {
     struct shard *stream_prev, *stream_next;
     bool held;
     bool stream_cut;
+    /* The stream as in the header, for the stream table (streams.h). */
+    bool has_stream;
+    uint8_t stream_id[SHARD_STREAM_ID_SIZE];
+    uint64_t first_position;
 
     enum shard_state state;
     int error; /* first write error; no records are taken after it */

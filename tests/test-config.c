@@ -405,7 +405,8 @@ static void test_key_at(void **state)
         { "limits", "max_producers_per_uid" }, { "limits", "memory_limit_bytes" },
         { "limits", "max_open_shards" }, { "limits", "hello_timeout_ms" },
         { "limits", "idle_timeout_ms" }, { "access", "allowed_uids" },
-        { "access", "allowed_gids" }, { "shard", "max_shard_bytes" },
+        { "access", "allowed_gids" }, { "streams", "resume_window" },
+        { "streams", "max_streams" }, { "shard", "max_shard_bytes" },
         { "shard", "max_shard_age" },
     };
     const char *section = "x", *key = "y";
