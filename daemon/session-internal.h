@@ -98,6 +98,7 @@ struct session {
 
     uint64_t received;
     uint64_t ack_sent;
+    bool ack_due; /* duplicates came: the producer waits for an ACK that covers them */
 
     /* The producer's stream (docs/FORMAT.md): until the protocol lets the
      * library name its stream, every connection is a stream of its own,

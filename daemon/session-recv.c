@@ -150,6 +150,7 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
         if (skip > 0) {
             skip--;
             d->stats.records_duplicate++;
+            s->ack_due = true;
             continue;
         }
         r = session_ensure_shard(s);

@@ -23,6 +23,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +267,28 @@ void session_init(struct daemon *d)
     shard_subscribe(d, &d->sessions_on_shards, &sessions_shard_events, d);
 }
 
+#ifdef LOGSHARD_FAULT_INJECTION
+/* Test builds: LOGSHARD_FAULTS=kill_before_ack makes the daemon die, as a
+ * crash would, after the records of an ACK are written and synced and
+ * before the ACK leaves: the case where a producer that sends its records
+ * again would duplicate them without the stream's position. */
+static void fault_before_ack(void)
+{
+    static int armed = -1;
+
+    if (armed < 0) {
+        const char *env = getenv("LOGSHARD_FAULTS");
+        armed = env && strstr(env, "kill_before_ack") != NULL;
+    }
+    if (armed)
+        (void)raise(SIGKILL);
+}
+#else
+static void fault_before_ack(void)
+{
+}
+#endif
+
 void session_pump(struct session *s)
 {
     uint64_t acked;
@@ -290,9 +313,11 @@ void session_pump(struct session *s)
         send_buffer(s, wire_encode_welcome(s->obuf, &w));
         return;
     }
-    if (s->out == OUT_ACKS && acked > s->ack_sent) {
+    if (s->out == OUT_ACKS && (acked > s->ack_sent || s->ack_due)) {
+        fault_before_ack();
         s->d->stats.records_acked += acked - s->ack_sent;
         s->ack_sent = acked;
+        s->ack_due = false;
         /* Version 2 counts in stream positions, version 1 from the
          * connection's first record. */
         send_buffer(s, wire_encode_ack(s->obuf, s->protocol == WIRE_PROTOCOL_V2
