@@ -223,3 +223,76 @@ int spool_merged_temp_name(const char *output_name, pid_t pid, char **ret_name)
     *ret_name = name;
     return 0;
 }
+
+static bool positions_kind_ok(const char *kind, size_t len)
+{
+    if (len < 1 || len > SPOOL_POSITIONS_KIND_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (kind[i] < 'a' || kind[i] > 'z')
+            return false;
+    return true;
+}
+
+int spool_positions_name_format(const char *kind, uint64_t ns, uint64_t nonce, bool temp,
+                                char *buf, size_t size)
+{
+    int n;
+
+    if (!positions_kind_ok(kind, strlen(kind)))
+        return -EINVAL;
+    n = snprintf(buf, size, "%s%s-%020" PRIu64 "-%016" PRIx64 SPOOL_POSITIONS_SUFFIX "%s",
+                 temp ? "." : "", kind, ns, nonce, temp ? SPOOL_TMP_SUFFIX : "");
+    return n > 0 && (size_t)n < size ? 0 : -ENOBUFS;
+}
+
+int spool_positions_name_parse(const char *name, struct spool_positions_name *ret)
+{
+    /* The fixed part after the kind: "-", 20 digits, "-", 16 hex, ".pos". */
+    const size_t tail = 1 + 20 + 1 + 16 + sizeof(SPOOL_POSITIONS_SUFFIX) - 1;
+    size_t len = strlen(name), kind_len;
+    bool temp = false;
+    const char *p;
+    uint64_t ns = 0, nonce = 0;
+
+    if (len > 0 && name[0] == '.') {
+        size_t tl = sizeof(SPOOL_TMP_SUFFIX) - 1;
+
+        if (len < 1 + tl || strcmp(name + len - tl, SPOOL_TMP_SUFFIX) != 0)
+            return -EINVAL;
+        temp = true;
+        name++;
+        len -= 1 + tl;
+    }
+    if (len <= tail)
+        return -EINVAL;
+    kind_len = len - tail;
+    if (!positions_kind_ok(name, kind_len))
+        return -EINVAL;
+    p = name + kind_len;
+    if (p[0] != '-' || p[21] != '-' || memcmp(p + 38, SPOOL_POSITIONS_SUFFIX, 4) != 0)
+        return -EINVAL;
+    for (size_t i = 1; i <= 20; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+
+        if (p[i] < '0' || p[i] > '9' || ns > (UINT64_MAX - d) / 10)
+            return -EINVAL; /* not a digit, or more than a u64 holds */
+        ns = ns * 10 + d;
+    }
+    for (size_t i = 22; i < 38; i++) {
+        char c = p[i];
+
+        if (c >= '0' && c <= '9')
+            nonce = nonce << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            nonce = nonce << 4 | (uint64_t)(c - 'a' + 10);
+        else
+            return -EINVAL;
+    }
+    memcpy(ret->kind, name, kind_len);
+    ret->kind[kind_len] = '\0';
+    ret->ns = ns;
+    ret->nonce = nonce;
+    ret->temp = temp;
+    return 0;
+}

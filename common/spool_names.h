@@ -8,7 +8,9 @@
  * in done/; a file set aside in quarantine/ under the name it had, with .1 to
  * .999 added when that is taken; the default merged output,
  * merged-<UTC YYYYmmddTHHMMSS>.<ns>Z.lsm with -1, -2, ... added when that is
- * taken; and the fixed names of the lock, intent and stamp files.
+ * taken; a stream positions file in streams/,
+ * <kind>-<20-digit ns>-<16 hex>.pos, and the hidden temp name it is written
+ * under; and the fixed names of the lock, intent and stamp files.
  *
  * The crash-safe rename lives here too: it never replaces an existing file,
  * on filesystems without RENAME_NOREPLACE as well, and a crash in the middle
@@ -36,6 +38,8 @@
 #define SPOOL_DONE_DIR "done"
 #define SPOOL_QUARANTINE_DIR "quarantine"
 #define SPOOL_MERGED_DIR "merged"
+/* Stream positions files (docs/FORMAT.md, "Stream positions file"). */
+#define SPOOL_STREAMS_DIR "streams"
 
 /* Files directly in the spool: logctl merge's lock and intent
  * (docs/MERGE.md), the intent's name before it is published, and the stamp
@@ -172,3 +176,34 @@ int spool_merged_name(const struct timespec *ts, unsigned attempt, char *buf, si
  * directory: ".<output_name>.<pid>.tmp", hidden, and per process so two
  * merges to one name never share it. Returns 0 or -ENOMEM. */
 int spool_merged_temp_name(const char *output_name, pid_t pid, char **ret_name);
+
+/* ---- stream positions files (common/stream_positions.h) ---- */
+
+#define SPOOL_POSITIONS_SUFFIX ".pos"
+/* A kind ("merge", "daemon", ...): 1 to this many bytes of [a-z]. */
+#define SPOOL_POSITIONS_KIND_MAX 16u
+/* A buffer of this size holds every positions name, temp names included:
+ * ".", a kind of 16, "-", 20 digits, "-", 16 hex, ".pos", ".tmp", NUL. */
+#define SPOOL_POSITIONS_NAME_SIZE 64u
+
+/* A positions file name, taken apart. */
+struct spool_positions_name {
+    char kind[SPOOL_POSITIONS_KIND_MAX + 1]; /* NUL-terminated */
+    uint64_t ns;    /* CLOCK_REALTIME nanoseconds when it was written */
+    uint64_t nonce; /* random, so that two writers in one nanosecond differ */
+    bool temp;      /* the temp name: "." + the name + ".tmp" */
+};
+
+/* Writes "<kind>-<ns as exactly 20 decimal digits>-<nonce as exactly 16
+ * lowercase hex digits>.pos", or with temp its temp name
+ * ".<kind>-<ns>-<nonce>.pos.tmp" (hidden, and not a positions name), into
+ * buf (size bytes; SPOOL_POSITIONS_NAME_SIZE is always enough). The fixed
+ * widths make names of one kind sort by time. Returns 0, -EINVAL when kind
+ * is not 1 to SPOOL_POSITIONS_KIND_MAX bytes of [a-z], or -ENOBUFS. */
+int spool_positions_name_format(const char *kind, uint64_t ns, uint64_t nonce, bool temp,
+                                char *buf, size_t size);
+
+/* Takes a positions name or its temp name apart; only exactly what
+ * spool_positions_name_format writes is accepted (names are canonical).
+ * Returns 0, or -EINVAL for any other name (*ret untouched). */
+int spool_positions_name_parse(const char *name, struct spool_positions_name *ret);

@@ -101,9 +101,12 @@ int merge_check_source(int done_fd, const char *done_path, struct merge_source *
     if (r < 0)
         return merge_fail(res, r, "%s/%s: %s", done_path, s->name, strerror(-r));
     s->newest_ns = 0;
+    s->trailer_newest_ns = 0;
     while ((r = shard_reader_next(reader, &item)) > 0) {
-        if (item.kind == SHARD_ITEM_TRAILER)
+        if (item.kind == SHARD_ITEM_TRAILER) {
+            s->trailer_newest_ns = item.trailer->newest_ns;
             continue;
+        }
         if (item.kind != SHARD_ITEM_HEADER) {
             if (item.timestamp_ns > s->newest_ns)
                 s->newest_ns = item.timestamp_ns;
@@ -123,6 +126,10 @@ int merge_check_source(int done_fd, const char *done_path, struct merge_source *
                         item.header->producer, item.header->shard_id);
             goto out;
         }
+        s->has_stream = shard_header_has_stream(item.header);
+        memcpy(s->stream_id, item.header->stream_id, sizeof(s->stream_id));
+        s->first_position = item.header->first_position;
+        s->uid = item.header->uid;
     }
     if (r < 0) {
         uint64_t off;

@@ -191,6 +191,20 @@ int merge_intent_write(int spool_fd, const char *spool, const char *text, size_t
  * spool. */
 int merge_intent_remove(int spool_fd, const char *spool, struct merge_result *res);
 
+/* ---- stream positions (merge-positions.c) ---- */
+
+/* Before --delete removes the n sources at v: writes one entry for every
+ * stream among them (version 3 shards with a stream) to <spool>/streams/
+ * with positions_write(spool_fd, "merge", ...), durably: next_position is
+ * the highest first_position + records of the stream's sources, newest_ns
+ * the highest newest record time (the trailer's, when it says later), uid
+ * and producer those of its header. Nothing is written when no source has
+ * a stream. Returns 0 (with res->positions_file set, after opts->at_step
+ * MERGE_STEP_POSITIONS_WRITTEN, when a file was written), or a negative errno with res->error set: then
+ * no source may be removed. */
+int merge_write_positions(int spool_fd, const char *spool, const struct merge_source *v, size_t n,
+                          const struct merge_opts *opts, struct merge_result *res);
+
 /* ---- the steps (merge-run.c) and recovery (merge-recovery.c) ---- */
 
 /* Step 5: unlinks each source still present and fsyncs done/. A source

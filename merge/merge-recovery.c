@@ -18,7 +18,9 @@
  *     between our existence check and a crash before step 3) fails the
  *     comparison and the merge refuses, and a file that passes does hold
  *     every byte of what is deleted. Then the output and its directory are
- *     fsynced (the crash may have come before step 4) and steps 5 and 6 run.
+ *     fsynced (the crash may have come before step 4) and steps 5 and 6 run;
+ *     step 5 writes the stream positions of the sources still present again
+ *     before it removes any, since the killed merge may not have.
  *   - Either way the temp file is removed if present (a publish through
  *     link(2) leaves it as a second name) before the intent goes.
  * Recovery changes nothing until it has decided, and every step of it is
@@ -147,6 +149,59 @@ static int verify_published(int dir_fd, const char *out_path, int done_fd, const
     return 0;
 }
 
+/* Before the sources of a published merge are removed, their streams'
+ * positions must be durable, and whether the killed merge got that far is
+ * unknown. Sources it already removed were recorded before the first of
+ * them went (step 5 writes the positions first), so the positions of those
+ * still in done/ are written again here: read through the check, which
+ * gives each one's stream and record count, as the merge did. A source
+ * that cannot be read stops the recovery before anything is removed. */
+static int record_positions(int spool_fd, const char *spool, int done_fd, const char *done_path,
+                            const struct merge_intent *in, const struct merge_opts *opts,
+                            struct merge_result *res)
+{
+    struct merge_source *v = calloc(in->n_sources ? in->n_sources : 1, sizeof(*v));
+    size_t n = 0;
+    int r = 0;
+
+    if (!v)
+        return merge_fail(res, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < in->n_sources; i++) {
+        struct merge_source *s = &v[n];
+
+        *s = in->sources[i];
+        s->name = NULL;
+        s->bad_why = NULL;
+        s->fd = -1;
+        s->name = strdup(in->sources[i].name);
+        if (!s->name) {
+            r = merge_fail(res, -ENOMEM, "out of memory");
+            break;
+        }
+        n++;
+        r = merge_check_source(done_fd, done_path, s, false, res);
+        if (r < 0)
+            break;
+        if (s->bad == -ENOENT) {
+            /* Removed by the killed merge, after it recorded the positions. */
+            merge_source_release(s);
+            n--;
+            continue;
+        }
+        if (s->bad) {
+            r = merge_fail(res, s->bad < 0 ? s->bad : -EIO,
+                           "%s/%s: cannot read the stream positions of this source of the "
+                           "interrupted merge (%s), so no source is removed",
+                           done_path, s->name, s->bad_why ? s->bad_why : "unknown");
+            break;
+        }
+    }
+    if (r == 0)
+        r = merge_write_positions(spool_fd, spool, v, n, opts, res);
+    merge_sources_free(v, n);
+    return r;
+}
+
 static int recover_from(int spool_fd, const char *spool, int done_fd, const char *done_path,
                         const struct merge_intent *in, const char *intent_path,
                         const struct merge_opts *opts, struct merge_result *res)
@@ -192,6 +247,9 @@ static int recover_from(int spool_fd, const char *spool, int done_fd, const char
         if (r < 0)
             return merge_fail(res, r, "%s: fsync: %s", in->dir, strerror(-r));
         if (in->delete_sources) {
+            r = record_positions(spool_fd, spool, done_fd, done_path, in, opts, res);
+            if (r < 0)
+                return r;
             r = merge_delete_sources(done_fd, done_path, in->sources, in->n_sources, opts, &deleted,
                                res);
             if (r < 0)

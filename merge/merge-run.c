@@ -11,6 +11,7 @@
  *                     and their progress
  *   merge-copy.c      copy_file_range with its read/write fallback
  *   merge-intent.c    merge.intent: its text, written and read back
+ *   merge-positions.c the stream positions of the sources --delete removes
  *   merge-recovery.c  finishing or rolling back an interrupted merge
  *
  * Checking: two passes. The first reads every record of every source, so
@@ -36,7 +37,9 @@
  *      the copy, fsync.
  *   3. renameat2(RENAME_NOREPLACE) to the output name: the commit point.
  *   4. fsync of the output's directory.
- *   5. --delete only: unlink each source, fsync done/.
+ *   5. --delete only: the positions of the sources' streams made durable
+ *      in <spool>/streams/ (merge-positions.c), then unlink each source,
+ *      fsync done/.
  *   6. unlink merge.intent, fsync the spool.
  * Without --delete the intent is written too, only so that the temp of a
  * killed merge is known and removed by the next one; --output may point
@@ -356,8 +359,13 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
                           "survive a crash (the sources are untouched, and %s/%s is kept so the "
                           "next merge syncs again before it finishes)",
                           res->output_path, out_dir, strerror(-r), opts->spool, SPOOL_MERGE_INTENT);
-    /* Step 5. */
+    /* Step 5: the positions of the sources' streams first, so that the
+     * daemon still knows where they continue once the shards are gone;
+     * without them no source is removed. */
     if (opts->delete_sources) {
+        r = merge_write_positions(spool_fd, opts->spool, res->sources, res->n_sources, opts, res);
+        if (r < 0)
+            return r;
         r = merge_delete_sources(done_fd, done_path, res->sources, res->n_sources, opts,
                                  &res->deleted, res);
         if (r < 0)
@@ -397,6 +405,7 @@ void merge_result_free(struct merge_result *r)
     if (!r)
         return;
     free(r->output_path);
+    free(r->positions_file);
     merge_sources_free(r->sources, r->n_sources);
     free(r->recovery_output);
     free(r->recovery_temp);

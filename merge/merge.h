@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "shard_format.h"
 #include "wire.h"
 
 /* A sealed shard file in <spool>/done/: "<producer>.<id>.shard", where <id>
@@ -33,6 +34,15 @@ struct merge_source {
                            creation time when it has no record */
     dev_t dev;
     ino_t ino;
+    /* The stream of a version 3 shard (has_stream false for any other):
+     * its id, the position of its first record and the uid of its header,
+     * and its seal trailer's newest_ns (0 without a trailer), for the
+     * stream positions written before --delete removes it. */
+    bool has_stream;
+    uint8_t stream_id[SHARD_STREAM_ID_SIZE];
+    uint64_t first_position;
+    uint32_t uid;
+    uint64_t trailer_newest_ns;
     int fd; /* the file opened by the check, kept for the copy; -1: closed */
     /* What the check found wrong: 0, or the negative errno that keeps the
      * source out of the merge (-EBADMSG or -ENODATA: damaged; anything else:
@@ -86,6 +96,10 @@ enum merge_step {
     MERGE_STEP_SOURCE_DELETED,     /* one source unlinked (also during recovery) */
     MERGE_STEP_SOURCES_DELETED,    /* every source gone and done/ synced; the
                                       intent is still there */
+    MERGE_STEP_POSITIONS_WRITTEN,  /* --delete: the stream positions of the
+                                      sources are durable in <spool>/streams/,
+                                      no source is unlinked yet (also during
+                                      recovery) */
 };
 
 /* Where a merge is, for a progress display: the check pass reads every
@@ -108,7 +122,8 @@ struct merge_opts {
                              this time (ns since the epoch); 0: no bound */
     const char *output;  /* NULL: <spool>/merged/merged-<UTC time, ns>Z.lsm */
     bool delete_sources; /* --delete: unlink the merged sources once the
-                            output is durable */
+                            output is durable, after writing the positions
+                            of their streams to <spool>/streams/ */
     bool force_fallback; /* skip copy_file_range (tests; odd filesystems) */
     /* Optional: called after every source was checked, before each one is
      * copied. A negative return aborts the merge with that error (e.g.
@@ -165,6 +180,10 @@ struct merge_result {
     uint64_t bytes;                /* bytes written */
     bool used_fallback;            /* the read/write copy was used */
     size_t deleted;                /* sources removed after publishing (--delete) */
+    char *positions_file;          /* the stream positions file written before
+                                      removing sources, its name in
+                                      <spool>/streams/; NULL when none was
+                                      (no source had a stream, or no --delete) */
     struct merge_source *sources;  /* the shards, in output order */
     size_t n_sources;
     enum merge_recovery recovery;  /* an interrupted merge found at the start */
@@ -195,8 +214,9 @@ struct merge_result {
  * ret->problems lists files that were left out; otherwise a
  * negative errno with ret->error set. ret->output_path is set only when the
  * output exists: then the failure came after publishing (a directory fsync,
- * or removing a source), and merge.intent is left in place so the next merge
- * finishes the job. Without output_path, no output was created and every
+ * writing the stream positions, or removing a source), and merge.intent is
+ * left in place so the next merge finishes the job; a failure to write the
+ * stream positions leaves every source in done/. Without output_path, no output was created and every
  * source is untouched. */
 int merge_run(const struct merge_opts *opts, struct merge_result *ret);
 

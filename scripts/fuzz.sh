@@ -8,7 +8,8 @@
 #   bash scripts/fuzz.sh                      every target, 60 s each
 #   bash scripts/fuzz.sh --seconds 600        longer
 #   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json,
-#                                             spool-names, merge-intent)
+#                                             spool-names, stream-positions,
+#                                             merge-intent)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not to the
@@ -18,13 +19,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config json spool-names merge-intent)
+targets=(wire shard-reader config json spool-names stream-positions merge-intent)
 seconds=60
 replay_only=false
 build=build-fuzz
 
 usage() {
-  sed -n '2,17s/^# \{0,1\}//p' "$0"
+  sed -n '2,18s/^# \{0,1\}//p' "$0"
   exit "${1:-0}"
 }
 
@@ -56,7 +57,7 @@ fuzz_dir() {
 }
 for t in "${targets[@]}"; do
   if ! fuzz_dir "$t" >/dev/null; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, merge-intent)" >&2
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, merge-intent)" >&2
     exit 2
   fi
 done

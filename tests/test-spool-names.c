@@ -232,6 +232,65 @@ static void test_quarantine_names(void **state)
     free(q);
 }
 
+static void test_positions_names(void **state)
+{
+    static const char *refused[] = {
+        "",
+        ".pos",
+        "merge-00000000000000000001-00000000000000ff.pos.1",
+        "merge-0000000000000000001-00000000000000ff.pos",   /* 19 digits */
+        "merge-000000000000000000001-00000000000000ff.pos", /* 21 digits */
+        "merge-18446744073709551616-00000000000000ff.pos",  /* over a u64 */
+        "merge-00000000000000000001-00000000000000FF.pos",  /* uppercase */
+        "merge-00000000000000000001-0000000000000ff.pos",   /* 15 hex */
+        "Merge-00000000000000000001-00000000000000ff.pos",
+        "mer.ge-00000000000000000001-00000000000000ff.pos",
+        "-00000000000000000001-00000000000000ff.pos",
+        "abcdefghijklmnopq-00000000000000000001-00000000000000ff.pos", /* kind of 17 */
+        "merge_00000000000000000001-00000000000000ff.pos",
+        "merge-00000000000000000001-00000000000000ff.tmp",
+        "merge-00000000000000000001-00000000000000ff.pos.tmp", /* a temp is hidden */
+        ".merge-00000000000000000001-00000000000000ff.pos",    /* and ends .tmp */
+        "..merge-00000000000000000001-00000000000000ff.pos.tmp",
+        "app.0000000000000001.shard",
+    };
+    struct spool_positions_name pn;
+    char buf[SPOOL_POSITIONS_NAME_SIZE];
+
+    (void)state;
+    assert_int_equal(spool_positions_name_format("merge", 1, 255, false, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "merge-00000000000000000001-00000000000000ff.pos");
+    assert_int_equal(spool_positions_name_parse(buf, &pn), 0);
+    assert_string_equal(pn.kind, "merge");
+    assert_true(pn.ns == 1 && pn.nonce == 255 && !pn.temp);
+    assert_int_equal(spool_positions_name_format("daemon", UINT64_MAX, UINT64_MAX, true, buf,
+                                                 sizeof(buf)), 0);
+    assert_string_equal(buf, ".daemon-18446744073709551615-ffffffffffffffff.pos.tmp");
+    assert_int_equal(spool_positions_name_parse(buf, &pn), 0);
+    assert_string_equal(pn.kind, "daemon");
+    assert_true(pn.ns == UINT64_MAX && pn.nonce == UINT64_MAX && pn.temp);
+    /* The longest fits the buffer the header promises. */
+    assert_int_equal(spool_positions_name_format("abcdefghijklmnop", UINT64_MAX, 0, true, buf,
+                                                 sizeof(buf)), 0);
+    assert_int_equal(spool_positions_name_parse(buf, &pn), 0);
+    assert_int_equal(spool_positions_name_format("abcdefghijklmnop", 0, 0, false, buf, 20),
+                     -ENOBUFS);
+    assert_int_equal(spool_positions_name_format("abcdefghijklmnopq", 0, 0, false, buf,
+                                                 sizeof(buf)), -EINVAL);
+    assert_int_equal(spool_positions_name_format("", 0, 0, false, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(spool_positions_name_format("da-mon", 0, 0, false, buf, sizeof(buf)),
+                     -EINVAL);
+    for (size_t i = 0; i < N_ELEMENTS(refused); i++) {
+        memset(&pn, 0x5a, sizeof(pn));
+        if (spool_positions_name_parse(refused[i], &pn) != -EINVAL)
+            fail_msg("accepted '%s'", refused[i]);
+        assert_int_equal(pn.kind[0], 0x5a);
+    }
+    /* Positions names are never shard names, and the reverse. */
+    assert_int_equal(spool_positions_name_format("merge", 1, 2, false, buf, sizeof(buf)), 0);
+    check_refused(buf);
+}
+
 static void test_merged_names(void **state)
 {
     /* 2024-01-01T12:00:00Z */
@@ -581,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_sealed_name),
         cmocka_unit_test(test_quarantine_names),
         cmocka_unit_test(test_merged_names),
+        cmocka_unit_test(test_positions_names),
         cmocka_unit_test_setup_teardown(test_rename_noreplace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_via_link, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_unknown_flag, setup, teardown),

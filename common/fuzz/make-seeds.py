@@ -544,6 +544,49 @@ def spool_names_seeds():
     s["merged-far"] = b"\x02" + struct.pack("<qIH", 2**62, 0, 1)
     return s
 
+# ---- stream positions ------------------------------------------------------
+
+# fuzz-stream-positions.c takes the bytes of a file (docs/FORMAT.md,
+# "Stream positions file"): a header line, stream lines, an end line with
+# the count and the CRC32C of every byte before it.
+def positions_text(lines, count=None, crc=None, header=b"logshard-stream-positions 1\n"):
+    body = header + b"".join(lines)
+    n = len(lines) if count is None else count
+    c = crc32c(body) if crc is None else crc
+    return body + b"end %d %08x\n" % (n, c)
+
+
+def stream_line(sid, nxt, newest, uid, producer):
+    return b"stream %s %d %d %d %s\n" % (sid, nxt, newest, uid, producer)
+
+
+def stream_positions_seeds():
+    a = b"0123456789abcdef0123456789abcdef"
+    b = b"fedcba9876543210fedcba9876543210"
+    s = {}
+    s["empty-list"] = positions_text([])
+    s["one"] = positions_text([stream_line(a, 42, 1700000000000000000, 1000, b"app")])
+    s["two"] = positions_text([stream_line(a, 42, 1700000000000000000, 1000, b"app"),
+                               stream_line(b, 0, 0, 0, b"x.y-z_9")])
+    s["unsorted"] = positions_text([stream_line(b, 7, 1, 2, b"b"), stream_line(a, 9, 3, 4, b"a")])
+    s["duplicate"] = positions_text([stream_line(a, 5, 9, 1, b"old"),
+                                     stream_line(a, 8, 3, 2, b"new")])
+    s["largest"] = positions_text([stream_line(a, 2**63 - 1, 2**64 - 1, 2**32 - 1, b"n" * 64)])
+    s["bad-crc"] = positions_text([stream_line(a, 1, 1, 1, b"a")], crc=0)
+    s["bad-count"] = positions_text([stream_line(a, 1, 1, 1, b"a")], count=2)
+    s["bad-version"] = positions_text([], header=b"logshard-stream-positions 2\n")
+    s["bad-zero-id"] = positions_text([stream_line(b"0" * 32, 1, 1, 1, b"a")])
+    s["bad-upper-id"] = positions_text([stream_line(a.upper(), 1, 1, 1, b"a")])
+    s["bad-position"] = positions_text([stream_line(a, 2**63, 1, 1, b"a")])
+    s["bad-overflow"] = positions_text([stream_line(a, 1, 2**64, 1, b"a")])
+    s["bad-uid"] = positions_text([stream_line(a, 1, 1, 2**32, b"a")])
+    s["bad-leading-zero"] = positions_text([b"stream %s 01 1 1 a\n" % a])
+    s["bad-producer"] = positions_text([stream_line(a, 1, 1, 1, b".hidden")])
+    s["bad-unknown-line"] = positions_text([b"streams %s 1 1 1 a\n" % a])
+    s["cut"] = positions_text([stream_line(a, 1, 1, 1, b"a")])[:-1]
+    s["after-end"] = positions_text([]) + b"x"
+    return s
+
 
 def write(target, seeds):
     d = os.path.join(CORPUS, target)
@@ -563,6 +606,7 @@ def main():
     write("config", config_seeds())
     write("json", json_seeds())
     write("spool-names", spool_names_seeds())
+    write("stream-positions", stream_positions_seeds())
     with open(os.path.join(HERE, "fuzz-config.dict"), "w") as f:
         f.write(config_dict())
     with open(os.path.join(HERE, "fuzz-json.dict"), "w") as f:
