@@ -111,6 +111,11 @@ int merge_check_source(int done_fd, const char *done_path, struct merge_source *
         }
         if (!s->newest_ns)
             s->newest_ns = item.header->created_ns;
+        /* Read here, where the header is read anyway, for the order of the
+         * output (merge_order_streams). */
+        s->has_stream = shard_header_has_stream(item.header);
+        memcpy(s->stream_id, item.header->stream_id, SHARD_STREAM_ID_SIZE);
+        s->first_position = item.header->first_position;
         if (++headers > 1) {
             r = set_bad(s, res, -EBADMSG, item.offset,
                         "a second shard header (a file in done/ must hold exactly one shard)");

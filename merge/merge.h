@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "shard_format.h"
 #include "wire.h"
 
 /* A sealed shard file in <spool>/done/: "<producer>.<id>.shard", where <id>
@@ -31,6 +32,11 @@ struct merge_source {
     uint64_t records;
     uint64_t newest_ns; /* latest record receive time; the header's
                            creation time when it has no record */
+    /* The header's stream (format version 3), for the output order: a
+     * stream's shards go in first_position order. */
+    bool has_stream;
+    uint8_t stream_id[SHARD_STREAM_ID_SIZE];
+    uint64_t first_position;
     dev_t dev;
     ino_t ino;
     int fd; /* the file opened by the check, kept for the copy; -1: closed */
