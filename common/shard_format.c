@@ -206,6 +206,75 @@ int shard_decode_trailer_ends(const unsigned char *head, const unsigned char *ta
     return 0;
 }
 
+/* Reads exactly len bytes at off. Returns 0, -EBADMSG when the file ends
+ * first, or the error of pread(2). */
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t n = pread(fd, (unsigned char *)buf + got, len - got, (off_t)(off + got));
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EBADMSG;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+int shard_locate_before(int fd, uint64_t end, uint64_t *ret_start, struct shard_header *ret_header,
+                        struct shard_trailer *ret_trailer)
+{
+    unsigned char tail[SHARD_TRAILER_TAIL], head[8], hbuf[SHARD_HEADER_MAX];
+    struct shard_trailer t;
+    struct shard_header h;
+    const char *why = NULL;
+    uint64_t start, shard_len;
+    uint32_t trailer_len;
+    size_t hlen;
+    int r;
+
+    if (end > (uint64_t)INT64_MAX || end < SHARD_TRAILER_MIN + shard_header_size(1))
+        return -EBADMSG;
+    r = pread_all(fd, tail, sizeof(tail), end - SHARD_TRAILER_TAIL);
+    if (r < 0)
+        return r;
+    /* The tail alone says where the trailer and the shard start; both ends
+     * are then checked together, as for a file of one shard. */
+    shard_len = wire_get_u64(tail);
+    trailer_len = wire_get_u32(tail + 24);
+    if (trailer_len < SHARD_TRAILER_MIN || trailer_len >= SHARD_TRAILER_MAX ||
+        shard_len > end - trailer_len)
+        return -EBADMSG;
+    start = end - trailer_len - shard_len;
+    r = pread_all(fd, head, sizeof(head), start + shard_len);
+    if (r < 0)
+        return r;
+    r = shard_decode_trailer_ends(head, tail, end - start, &t, &why);
+    if (r < 0)
+        return r;
+    hlen = shard_len < sizeof(hbuf) ? (size_t)shard_len : sizeof(hbuf);
+    r = pread_all(fd, hbuf, hlen, start);
+    if (r < 0)
+        return r;
+    r = shard_decode_header(hbuf, hlen, &h, &why);
+    if (r < 0)
+        return -EBADMSG;
+    /* A version 1 shard has no trailer: a marker there is damage. */
+    if (h.version < 2 || h.header_len > shard_len)
+        return -EBADMSG;
+    *ret_start = start;
+    *ret_header = h;
+    if (ret_trailer)
+        *ret_trailer = t;
+    return 0;
+}
+
 /* ---- reader ---- */
 
 #define READER_MIN_BUFFER (256u * 1024u)
@@ -232,6 +301,7 @@ struct shard_reader {
     uint32_t error_len;  /* a record whose CRC failed: its length, else 0 */
     bool skipped;        /* damage was skipped: an end without a header is no error */
     off_t fd_base;       /* fd's offset at the start (file offset 0), -1: not seekable */
+    uint64_t limit;      /* the file offset read as the end of the file; UINT64_MAX: none */
 };
 
 int shard_reader_new(struct shard_reader **ret, int fd)
@@ -248,10 +318,32 @@ int shard_reader_new(struct shard_reader **ret, int fd)
     }
     r->cap = READER_MIN_BUFFER;
     r->fd = fd;
+    r->limit = UINT64_MAX;
     /* Only skipping damage seeks; a pipe reads fine until then. */
     saved_errno = errno;
     r->fd_base = lseek(fd, 0, SEEK_CUR);
     errno = saved_errno;
+    *ret = r;
+    return 0;
+}
+
+int shard_reader_new_range(struct shard_reader **ret, int fd, uint64_t offset, uint64_t len)
+{
+    struct shard_reader *r;
+    int rc;
+
+    if (offset > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - offset)
+        return -EINVAL;
+    if (lseek(fd, (off_t)offset, SEEK_SET) < 0)
+        return -errno;
+    rc = shard_reader_new(&r, fd);
+    if (rc < 0)
+        return rc;
+    /* Offsets stay those of the file, so that what is reported about the
+     * range names the same bytes as a reader of the whole file would. */
+    r->fd_base = 0;
+    r->buf_offset = offset;
+    r->limit = offset + len;
     *ret = r;
     return 0;
 }
@@ -289,7 +381,21 @@ static ssize_t reader_fill(struct shard_reader *r, size_t want)
         r->cap = cap;
     }
     while (r->end < want) {
-        ssize_t n = read(r->fd, r->buf + r->end, r->cap - r->end);
+        size_t room = r->cap - r->end;
+        ssize_t n;
+
+        if (r->limit != UINT64_MAX) {
+            /* A range reader: the bytes after the range are not its file. */
+            uint64_t left = r->limit - (r->buf_offset + r->end);
+
+            if (left == 0) {
+                r->eof = true;
+                break;
+            }
+            if (room > left)
+                room = (size_t)left;
+        }
+        n = read(r->fd, r->buf + r->end, room);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -154,6 +154,18 @@ int shard_decode_trailer_ends(const unsigned char *head, const unsigned char *ta
                               uint64_t file_size, struct shard_trailer *ret,
                               const char **ret_why);
 
+/* Finds the sealed shard of fd that ends at offset end (the file's size,
+ * or where the shard after it starts in a merged file) from its seal
+ * trailer alone: the trailer's last bytes give its length and the shard's,
+ * its first bytes and the header there must agree. Nothing between is read,
+ * so a damaged record is not seen here; reading the shard finds it.
+ * Returns 0 with where the shard starts in *ret_start, its header in
+ * *ret_header and the trailer in *ret_trailer (may be NULL), -EBADMSG when
+ * the bytes before end are not the end of a sealed shard (a version 1
+ * shard, an active one, damage), or the error of pread(2). */
+int shard_locate_before(int fd, uint64_t end, uint64_t *ret_start, struct shard_header *ret_header,
+                        struct shard_trailer *ret_trailer);
+
 /* A sequential reader over a shard or merged file. */
 struct shard_reader;
 
@@ -178,6 +190,15 @@ struct shard_item {
 /* Starts reading fd from its current offset (normally 0). The reader does not
  * own fd. Returns 0 or -ENOMEM. */
 int shard_reader_new(struct shard_reader **ret, int fd);
+
+/* Starts reading the len bytes of fd from offset as if they were the whole
+ * file: one shard of a merged file, found by its seal trailer. fd must be
+ * seekable; the reader seeks it to offset and never reads past offset +
+ * len (skipping damage too stops there). Item and error offsets are the
+ * file's, not the range's. The reader does not own fd. Returns 0, -EINVAL
+ * when the range does not fit in an off_t, -ENOMEM, or the error of
+ * lseek(2). */
+int shard_reader_new_range(struct shard_reader **ret, int fd, uint64_t offset, uint64_t len);
 
 /* Frees the reader; NULL is fine. */
 void shard_reader_free(struct shard_reader *r);

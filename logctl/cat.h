@@ -51,6 +51,32 @@ void logctl_describe_skip(const struct shard_skip *s, bool at_end, char *out, si
 void logctl_format_stream(const uint8_t id[SHARD_STREAM_ID_SIZE], char *out, size_t size);
 void logctl_format_shard_stream(const struct shard_header *h, char *out, size_t size);
 
+/* Prints the wanted records of the len bytes of fd from offset (one shard
+ * of a merged file), or of the whole file when len is UINT64_MAX (offset
+ * must then be 0), going on past damage and reporting it as path. A file
+ * being written (active) may end in a torn record, which is no damage.
+ * Returns 0 when what was read was valid, 1 when damage was found
+ * (reported), or a negative errno (reported unless standard output failed:
+ * then *ret_out_err is set). */
+int cat_shard_range(int fd, const char *path, const struct cat_opts *o, bool active,
+                    uint64_t offset, uint64_t len, int *ret_out_err);
+
+/* Opens the file-th file of a cat_files_in_order() list. Returns 0 with
+ * *ret_fd, a new *ret_shown (its name for messages) and *ret_active (a
+ * shard being written); 1 when the file is to be passed over in silence
+ * (gone from the spool since it was listed); or a negative errno, which it
+ * reported on standard error unless quiet. */
+typedef int (*cat_open_fn)(void *ctx, size_t file, bool quiet, int *ret_fd, char **ret_shown,
+                           bool *ret_active);
+
+/* Prints the records of n_files files (cat-order.c) in the order of the
+ * list, except that each producer stream's shards, across all of them, are
+ * printed in the order of their positions (common/shard_order.h). Sets
+ * *failed when a file could not be read or had damage; *ret_out_err as
+ * cat_shard_range. Returns 0, or -ENOMEM (not reported). */
+int cat_files_in_order(size_t n_files, cat_open_fn open_file, void *ctx,
+                       const struct cat_opts *o, bool *failed, int *ret_out_err);
+
 /* The longest logctl_describe_skip() text. */
 #define LOGCTL_SKIP_TEXT_MAX 512
 

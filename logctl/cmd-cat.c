@@ -18,7 +18,9 @@
  * Without FILE it reads the spool: the sealed shards of done/ and the ones
  * being written in active/ (up to their last complete record; a torn tail
  * there is a write in progress, not damage), by producer and then shard id,
- * which is each producer's order of arrival. --since and --until select by
+ * which is each producer's order of arrival. Files and spool alike, each
+ * producer stream is printed in position order across its shards
+ * (cat-order.c); --follow prints what arrives as it arrives. --since and --until select by
  * the daemon's receive time; --follow (follow.c) keeps printing what
  * arrives. */
 #include <dirent.h>
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cat.h"
@@ -51,7 +54,8 @@ static void cat_help(void)
            "payload exactly as stored, then '\\n'. Without FILE, print the records of\n"
            "the spool: its sealed shards (done/) and the shards being written\n"
            "(active/, up to their last complete record), by producer, then in the\n"
-           "order they were received.\n"
+           "order they were received. Each producer stream is printed in the order\n"
+           "of its positions across all the files and shards read.\n"
            "\n"
            "With --meta, each line starts with\n"
            "  <producer> <time> <shard id> <stream> <position> \n"
@@ -195,8 +199,23 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
     return 0;
 }
 
+/* cat_read, for a reader that may read a range of the file: more_after
+ * says the range ends before the file does, at the next shard's header, so
+ * that damage that runs to the end of the range is told as running up to
+ * that header, as a reader of the whole file would tell it. */
+static int cat_read_range(struct shard_reader *reader, const char *path,
+                          const struct cat_opts *o, unsigned skip_flags, bool print,
+                          bool more_after, bool *ret_damaged, int *ret_out_err);
+
 int cat_read(struct shard_reader *reader, const char *path, const struct cat_opts *o,
              unsigned skip_flags, bool print, bool *ret_damaged, int *ret_out_err)
+{
+    return cat_read_range(reader, path, o, skip_flags, print, false, ret_damaged, ret_out_err);
+}
+
+static int cat_read_range(struct shard_reader *reader, const char *path,
+                          const struct cat_opts *o, unsigned skip_flags, bool print,
+                          bool more_after, bool *ret_damaged, int *ret_out_err)
 {
     struct shard_item item;
     struct shard_skip skip;
@@ -235,7 +254,7 @@ int cat_read(struct shard_reader *reader, const char *path, const struct cat_opt
                     why ? why : "error", off, strerror(-r));
             return r;
         }
-        logctl_describe_skip(&skip, r == 0, what, sizeof(what));
+        logctl_describe_skip(&skip, r == 0 && !more_after, what, sizeof(what));
         fprintf(stderr, "logctl: cat: %s: %s\n", path, what);
         *ret_damaged = true;
         if (r == 0)
@@ -243,24 +262,31 @@ int cat_read(struct shard_reader *reader, const char *path, const struct cat_opt
     }
 }
 
-/* Prints the wanted records of the file open as fd (shown as path), going
- * on past damage. A file being written (active) may end in a torn record,
- * which is no damage. Returns 0 when the file was valid, 1 when damage was
- * found (reported here), or a negative errno (reported here unless standard
- * output failed: then *ret_out_err is set). */
-static int cat_fd(int fd, const char *path, const struct cat_opts *o, bool active,
-                  int *ret_out_err)
+int cat_shard_range(int fd, const char *path, const struct cat_opts *o, bool active,
+                    uint64_t offset, uint64_t len, int *ret_out_err)
 {
     struct shard_reader *reader = NULL;
-    bool damaged = false;
+    bool damaged = false, more_after = false;
+    struct stat st;
     int r;
 
-    r = shard_reader_new(&reader, fd);
+    if (len != UINT64_MAX && fstat(fd, &st) == 0)
+        more_after = offset + len < (uint64_t)st.st_size;
+    if (len == UINT64_MAX) {
+        /* From the start, whatever fd's offset: an index pass may have
+         * read through the same file description. */
+        r = lseek(fd, 0, SEEK_SET) < 0 && errno != ESPIPE ? -errno : 0;
+        if (r == 0)
+            r = shard_reader_new(&reader, fd);
+    } else {
+        r = shard_reader_new_range(&reader, fd, offset, len);
+    }
     if (r < 0) {
         fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
         return r;
     }
-    r = cat_read(reader, path, o, active ? SHARD_SKIP_GROWING : 0, true, &damaged, ret_out_err);
+    r = cat_read_range(reader, path, o, active ? SHARD_SKIP_GROWING : 0, true, more_after, &damaged,
+                       ret_out_err);
     if (r == -ENODATA) {
         r = 0; /* the record being written */
     } else if (r == -EAGAIN) {
@@ -302,14 +328,32 @@ static int cat_open(int dir_fd, const char *name, const char *shown, int *ret_fd
     return r;
 }
 
-static int cat_path(const char *path, const struct cat_opts *o, int *ret_out_err)
+/* cat_open_fn for the files of the command line; ctx is argv from the
+ * first FILE on. */
+static int open_path(void *ctx, size_t file, bool quiet, int *ret_fd, char **ret_shown,
+                     bool *ret_active)
 {
-    _cleanup_close_ int fd = -1;
-    int r = cat_open(AT_FDCWD, path, path, &fd);
+    char **paths = ctx;
+    mode_t mode = 0;
+    char *shown;
+    int r;
 
+    if (quiet)
+        r = open_regular_at(AT_FDCWD, paths[file], 0, ret_fd, &mode);
+    else
+        r = cat_open(AT_FDCWD, paths[file], paths[file], ret_fd);
     if (r < 0)
         return r;
-    return cat_fd(fd, path, o, false, ret_out_err);
+    shown = strdup(paths[file]);
+    if (!shown) {
+        (void)close(*ret_fd); /* read-only */
+        if (!quiet)
+            fprintf(stderr, "logctl: cat: out of memory\n");
+        return -ENOMEM;
+    }
+    *ret_shown = shown;
+    *ret_active = false;
+    return 0;
 }
 
 /* ---- the spool ---- */
@@ -382,6 +426,66 @@ static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct sp
     return r;
 }
 
+struct spool_ctx {
+    struct spool_file *v;
+    int active_fd, done_fd;
+    const char *active_path, *done_path;
+};
+
+/* Opens name in dir_fd as cat_open does, or says nothing when quiet. */
+static int open_in(int dir_fd, const char *name, const char *shown, bool quiet, int *ret_fd)
+{
+    mode_t mode = 0;
+
+    if (quiet)
+        return open_regular_at(dir_fd, name, O_NOFOLLOW, ret_fd, &mode);
+    return cat_open(dir_fd, name, shown, ret_fd);
+}
+
+/* cat_open_fn for the spool's files. A shard listed in active/ that is
+ * gone was sealed since the listing: it is then read from done/,
+ * complete, and stays named there. One gone from done/ was merged with
+ * --delete since the listing, and is passed over. */
+static int open_spool_file(void *ctx, size_t file, bool quiet, int *ret_fd, char **ret_shown,
+                           bool *ret_active)
+{
+    struct spool_ctx *c = ctx;
+    struct spool_file *f = &c->v[file];
+    char *shown = NULL;
+    int r;
+
+    if (asprintf(&shown, "%s/%s", f->active ? c->active_path : c->done_path, f->name) < 0)
+        goto oom;
+    r = open_in(f->active ? c->active_fd : c->done_fd, f->name, shown, quiet, ret_fd);
+    if (r == -ENOENT && f->active) {
+        char *name = NULL;
+
+        free(shown);
+        shown = NULL;
+        if (spool_name_new(SPOOL_SHARD, f->parsed.producer, f->parsed.producer_len,
+                           f->parsed.id, &name) < 0)
+            goto oom;
+        free(f->name);
+        f->name = name;
+        f->active = false;
+        if (asprintf(&shown, "%s/%s", c->done_path, name) < 0)
+            goto oom;
+        r = open_in(c->done_fd, f->name, shown, quiet, ret_fd);
+    }
+    if (r < 0) {
+        free(shown);
+        return r == -ENOENT ? 1 : r;
+    }
+    *ret_shown = shown;
+    *ret_active = f->active;
+    return 0;
+oom:
+    free(shown);
+    if (!quiet)
+        fprintf(stderr, "logctl: cat: out of memory\n");
+    return -ENOMEM;
+}
+
 static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
                      int *ret_out_err)
 {
@@ -417,48 +521,11 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
     if (r == 0 && n > 1)
         qsort(v, n, sizeof(*v), cmp_spool_file);
 
-    for (size_t i = 0; i < n && r == 0; i++) {
-        _cleanup_free_ char *shown = NULL;
-        _cleanup_close_ int fd = -1;
-        int rc;
+    if (r == 0) {
+        struct spool_ctx c = { .v = v, .active_fd = active_fd, .done_fd = done_fd,
+                               .active_path = active_path, .done_path = done_path };
 
-        if (asprintf(&shown, "%s/%s", v[i].active ? active_path : done_path, v[i].name) < 0) {
-            shown = NULL;
-            r = -ENOMEM;
-            break;
-        }
-        rc = cat_open(v[i].active ? active_fd : done_fd, v[i].name, shown, &fd);
-        if (rc == -ENOENT && v[i].active) {
-            /* Sealed since the listing: it is in done/ now, complete. */
-            char *name = NULL;
-
-            free(v[i].name);
-            v[i].name = NULL;
-            free(shown);
-            shown = NULL;
-            r = spool_name_new(SPOOL_SHARD, v[i].parsed.producer, v[i].parsed.producer_len,
-                               v[i].parsed.id, &name);
-            if (r < 0)
-                break;
-            v[i].name = name;
-            if (asprintf(&shown, "%s/%s", done_path, name) < 0) {
-                shown = NULL;
-                r = -ENOMEM;
-                break;
-            }
-            v[i].active = false;
-            rc = cat_open(done_fd, v[i].name, shown, &fd);
-        }
-        if (rc == -ENOENT)
-            continue; /* merged with --delete since the listing */
-        if (rc < 0) {
-            *failed = true;
-            continue;
-        }
-        if (cat_fd(fd, shown, o, v[i].active, ret_out_err) != 0)
-            *failed = true;
-        if (*ret_out_err)
-            break;
+        r = cat_files_in_order(n, open_spool_file, &c, o, failed, ret_out_err);
     }
 out:
     for (size_t i = 0; i < n; i++)
@@ -551,11 +618,12 @@ int logctl_cat(int argc, char **argv)
             return logctl_exit_for_errno(r);
         }
     } else {
-        for (int i = optind; i < argc; i++) {
-            if (cat_path(argv[i], &o, &out_err) != 0)
-                failed = true;
-            if (out_err != 0)
-                break; /* nobody can read what we would print */
+        r = cat_files_in_order((size_t)(argc - optind), open_path, argv + optind, &o, &failed,
+                               &out_err);
+        if (r < 0) {
+            fflush(stdout);
+            fprintf(stderr, "logctl: cat: %s\n", strerror(-r));
+            return logctl_exit_for_errno(r);
         }
     }
     errno = 0;

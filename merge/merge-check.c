@@ -126,6 +126,8 @@ int merge_check_source(int done_fd, const char *done_path, struct merge_source *
                         item.header->producer, item.header->shard_id);
             goto out;
         }
+        /* Read here, where the header is read anyway, for the order of the
+         * output (merge_order_streams) and the positions --delete records. */
         s->has_stream = shard_header_has_stream(item.header);
         memcpy(s->stream_id, item.header->stream_id, sizeof(s->stream_id));
         s->first_position = item.header->first_position;

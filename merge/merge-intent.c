@@ -23,8 +23,9 @@
  * safe. The parser accepts only what a merge could have written: every
  * field where it belongs, paths that recovery may open and unlink (an
  * absolute dir, output and temp plain names in it, not the same), source
- * names that follow the shard name rule, in output order with none listed
- * twice, and sizes that add up. It never allocates more than the text
+ * names that follow the shard name rule, producers in byte order (the
+ * shards of one producer in any order: its streams go by position) with
+ * none listed twice, and sizes that add up. It never allocates more than the text
  * could hold, whatever a count says. */
 #include "merge-internal.h"
 
@@ -191,6 +192,39 @@ static bool plain_name(const char *s)
     return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+static int cmp_source_ptr(const void *a, const void *b)
+{
+    const struct merge_source *const *x = a, *const *y = b;
+
+    return merge_source_cmp(*x, *y);
+}
+
+/* Whether in lists every source once. Its producers are in order, so a
+ * name twice is two entries of one producer, which need not be next to
+ * each other: sorting pointers to them by name finds it. Returns 0,
+ * -EBADMSG with *ret_why, or -ENOMEM. */
+static int check_no_name_twice(const struct merge_intent *in, const char **ret_why)
+{
+    const struct merge_source **v;
+    int r = 0;
+
+    if (in->n_sources < 2)
+        return 0;
+    v = calloc(in->n_sources, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < in->n_sources; i++)
+        v[i] = &in->sources[i];
+    qsort(v, in->n_sources, sizeof(*v), cmp_source_ptr);
+    for (size_t i = 1; i < in->n_sources && r == 0; i++)
+        if (merge_source_cmp(v[i - 1], v[i]) == 0) {
+            *ret_why = "not in the expected format (a source listed twice or out of order)";
+            r = -EBADMSG;
+        }
+    free(v);
+    return r;
+}
+
 /* merge_intent_parse without the care for *reason, which it sets on the
  * way whatever the outcome. */
 static int parse(const char *buf, size_t len, struct merge_intent *ret, const char **ret_why)
@@ -294,10 +328,12 @@ static int parse(const char *buf, size_t len, struct merge_intent *ret, const ch
         in.n_sources = i + 1;
         if (merge_parse_source_name(s->name, s->producer, &s->id) < 0)
             goto out;
-        /* A merge lists its sources in output order, and a directory
-         * holds a name once: a list out of order or with a name twice was
-         * not written by a merge, and recovery must not act on it. */
-        if (i > 0 && merge_source_cmp(&in.sources[i - 1], s) >= 0) {
+        /* A merge lists its sources in output order, producers in byte
+         * order (within a producer, a stream's shards go by position, which
+         * the names do not show), and a directory holds a name once: a
+         * list out of order or with a name twice was not written by a
+         * merge, and recovery must not act on it. */
+        if (i > 0 && strcmp(in.sources[i - 1].producer, s->producer) > 0) {
             *ret_why = "not in the expected format (a source listed twice or out of order)";
             goto out;
         }
@@ -307,6 +343,9 @@ static int parse(const char *buf, size_t len, struct merge_intent *ret, const ch
         sum += u;
     }
     if (pos != body || sum != in.bytes)
+        goto out;
+    r = check_no_name_twice(&in, ret_why);
+    if (r < 0)
         goto out;
     *ret = in;
     return 0;

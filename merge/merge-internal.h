@@ -30,9 +30,17 @@ static inline void merge_at_step(const struct merge_opts *opts, enum merge_step 
 
 /* ---- sources and names (merge-sources.c) ---- */
 
-/* The output order, for qsort: by producer name in byte order (strcmp),
- * then by shard id ascending. */
+/* The order of names, for qsort: by producer name in byte order (strcmp),
+ * then by shard id ascending. merge_list_sources sorts by it; the output
+ * order is this one with each stream's shards then put in position order
+ * (merge_order_streams). */
 int merge_source_cmp(const void *a, const void *b);
+
+/* Once every source is checked (so its header's stream is known): puts the
+ * shards of each producer stream, among the places they hold in name
+ * order, in first_position order (common/shard_order.h); a shard without a
+ * stream keeps its place. Returns 0, or -ENOMEM with res->error set. */
+int merge_order_streams(struct merge_result *res);
 
 /* Frees what one source owns: its name and, if still open, its file. */
 void merge_source_release(struct merge_source *s);

@@ -235,6 +235,11 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     merge_sort_problems(res);
     if (r < 0)
         return r;
+    /* The check read every header: each stream's shards can now be put in
+     * position order, before the intent records the order. */
+    r = merge_order_streams(res);
+    if (r < 0)
+        return r;
     /* --before needs every record's time, which only the check pass read. */
     if (opts->before_ns)
         merge_select_before(res, opts);

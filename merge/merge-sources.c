@@ -4,9 +4,14 @@
  * A source is a regular file of done/ named "<producer>.<16 lowercase hex
  * digit id>.shard"; everything else there (temp files, dotfiles, foreign
  * names) is not merge's business. Order of the output: by producer name in
- * byte order (strcmp), then by shard id ascending. It is deterministic and
- * keeps each producer's shards in the order the daemon wrote them (ids
- * increase over time).
+ * byte order (strcmp), then by shard id ascending, except that the shards
+ * of one producer stream (format version 3) go in the order of their first
+ * positions, taking the places the stream's shards have in that order.
+ * Ids come from the clock, so they usually agree, but a daemon whose clock
+ * went backwards between two shards of a resumed stream gives the later
+ * shard the lower id; a reader of the output must still see the stream in
+ * position order. The order is deterministic, and a shard without a
+ * stream keeps the place its name gives it.
  *
  * Selection: --producer narrows the list before anything is read; --before
  * keeps the shards whose every record was received before the given time,
@@ -31,6 +36,7 @@
 #include <unistd.h>
 
 #include "fileutil.h"
+#include "shard_order.h"
 #include "spool_names.h"
 
 int merge_parse_source_name(const char *name, char *ret_producer, uint64_t *ret_id)
@@ -53,6 +59,45 @@ int merge_source_cmp(const void *a, const void *b)
     if (c != 0)
         return c;
     return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
+}
+
+int merge_order_streams(struct merge_result *res)
+{
+    struct shard_order_key *keys;
+    struct merge_source *sorted;
+    size_t *order, n = res->n_sources;
+    int r;
+
+    if (n < 2)
+        return 0;
+    keys = calloc(n, sizeof(*keys));
+    order = calloc(n, sizeof(*order));
+    sorted = calloc(n, sizeof(*sorted));
+    if (!keys || !order || !sorted) {
+        r = merge_fail(res, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct merge_source *s = &res->sources[i];
+
+        keys[i] = (struct shard_order_key){ .producer = s->producer,
+                                            .has_stream = s->has_stream,
+                                            .first_position = s->first_position };
+        memcpy(keys[i].stream_id, s->stream_id, SHARD_STREAM_ID_SIZE);
+    }
+    r = shard_order_streams(keys, n, order);
+    if (r < 0) {
+        r = merge_fail(res, r, "out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++)
+        sorted[k] = res->sources[order[k]];
+    memcpy(res->sources, sorted, n * sizeof(*sorted));
+out:
+    free(keys);
+    free(order);
+    free(sorted);
+    return r;
 }
 
 void merge_source_release(struct merge_source *s)

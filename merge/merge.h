@@ -36,7 +36,8 @@ struct merge_source {
     ino_t ino;
     /* The stream of a version 3 shard (has_stream false for any other):
      * its id, the position of its first record and the uid of its header,
-     * and its seal trailer's newest_ns (0 without a trailer), for the
+     * and its seal trailer's newest_ns (0 without a trailer): for the
+     * output order (a stream's shards go in first_position order) and the
      * stream positions written before --delete removes it. */
     bool has_stream;
     uint8_t stream_id[SHARD_STREAM_ID_SIZE];

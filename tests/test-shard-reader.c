@@ -658,6 +658,93 @@ static void test_reader_sealed_shards(void **state)
     free(b.p);
 }
 
+/* A merged file's shards found from their trailers, last first
+ * (shard_locate_before), and each read alone (shard_reader_new_range) with
+ * the file's offsets, never past its end; a cut, unsealed or version 1
+ * shard is not located. */
+static void test_reader_locate_and_range(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h[2] = { make_header("sealed", 30), make_header("next", 31) };
+    struct bytebuf b = { 0 };
+    struct shard_header got;
+    struct shard_trailer t;
+    size_t rec[3], second;
+    uint64_t start = 1;
+    int fd;
+
+    add_header(&b, &h[0]);
+    rec[0] = add_record(&b, 30, 0, 100);
+    rec[1] = add_record(&b, 30, 1, 200);
+    add_trailer(&b, 0, 2, 4096);
+    second = add_header(&b, &h[1]);
+    rec[2] = add_record(&b, 31, 0, 3);
+    add_trailer(&b, second, 1, 4096);
+    write_file(f->path, b.p, b.len);
+    fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+
+    assert_int_equal(shard_locate_before(fd, b.len, &start, &got, &t), 0);
+    assert_int_equal(start, second);
+    assert_int_equal(got.shard_id, h[1].shard_id);
+    assert_string_equal(got.producer, "next");
+    assert_int_equal(t.records, 1);
+    assert_int_equal(shard_locate_before(fd, second, &start, &got, NULL), 0);
+    assert_int_equal(start, 0);
+    assert_string_equal(got.producer, "sealed");
+    /* Not the end of a shard: inside one, or past a record. */
+    assert_int_equal(shard_locate_before(fd, second - 1, &start, &got, NULL), -EBADMSG);
+    assert_int_equal(shard_locate_before(fd, rec[1], &start, &got, NULL), -EBADMSG);
+    assert_int_equal(shard_locate_before(fd, 10, &start, &got, NULL), -EBADMSG);
+
+    /* The second shard alone, with the file's offsets. */
+    {
+        struct shard_reader *r = NULL;
+
+        assert_int_equal(shard_reader_new_range(&r, fd, second, b.len - second), 0);
+        expect_header_item(r, second, &h[1]);
+        expect_record_item(r, rec[2], 31, 0, 3, "next");
+        {
+            struct shard_item it;
+
+            assert_int_equal(shard_reader_next(r, &it), 1);
+            assert_int_equal(it.kind, SHARD_ITEM_TRAILER);
+        }
+        expect_end(r, b.len);
+        shard_reader_free(r);
+    }
+    /* The first alone ends at its trailer, although the file goes on; cut
+     * inside its second record, it ends there, torn. */
+    {
+        struct shard_reader *r = NULL;
+        struct shard_item it;
+
+        assert_int_equal(shard_reader_new_range(&r, fd, 0, second), 0);
+        expect_header_item(r, 0, &h[0]);
+        expect_record_item(r, rec[0], 30, 0, 100, "sealed");
+        expect_record_item(r, rec[1], 30, 1, 200, "sealed");
+        assert_int_equal(shard_reader_next(r, &it), 1);
+        assert_int_equal(it.kind, SHARD_ITEM_TRAILER);
+        expect_end(r, second);
+        shard_reader_free(r);
+
+        assert_int_equal(shard_reader_new_range(&r, fd, 0, rec[1] + 20), 0);
+        expect_header_item(r, 0, &h[0]);
+        expect_record_item(r, rec[0], 30, 0, 100, "sealed");
+        expect_error(r, -ENODATA, rec[1], "file ends inside a record");
+        shard_reader_free(r);
+    }
+    assert_int_equal(close(fd), 0);
+
+    /* A shard without its trailer (being written) is not located. */
+    write_file(f->path, b.p, second - 1);
+    fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(shard_locate_before(fd, second - 1, &start, &got, NULL), -EBADMSG);
+    assert_int_equal(close(fd), 0);
+    free(b.p);
+}
+
 static void test_reader_bad_trailer(void **state)
 {
     struct fixture *f = *state;
@@ -743,6 +830,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_empty_and_garbage, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_sealed_shards, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_bad_trailer, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_locate_and_range, setup_dir, teardown_dir),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,8 +13,8 @@
  * or -ENOMEM; on failure *ret is untouched, on success the reason is. What
  * is accepted is what recovery may act on: an absolute directory, output
  * and temp plain names in it and not the same, every source name one that
- * merge_parse_source_name accepts with the same producer and id, in output
- * order with none twice, sizes that add up to the recorded total, and no
+ * merge_parse_source_name accepts with the same producer and id, producers
+ * in byte order with no name twice, sizes that add up to the recorded total, and no
  * file descriptor. And it is what merge_intent_format writes: formatting it
  * gives a text no longer than the input (only leading zeros can be
  * dropped), which parses to the same intent and formats to itself. */
@@ -67,7 +67,9 @@ static void check_accepted(const struct merge_intent *in, size_t size)
         FUZZ_CHECK(merge_parse_source_name(s->name, producer, &id) == 0);
         FUZZ_CHECK(strcmp(producer, s->producer) == 0 && id == s->id);
         FUZZ_CHECK(s->fd == -1);
-        FUZZ_CHECK(i == 0 || merge_source_cmp(&in->sources[i - 1], s) < 0);
+        FUZZ_CHECK(i == 0 || strcmp(in->sources[i - 1].producer, s->producer) <= 0);
+        for (size_t j = 0; j < i; j++)
+            FUZZ_CHECK(merge_source_cmp(&in->sources[j], s) != 0);
         FUZZ_CHECK(sum + s->bytes >= sum);
         sum += s->bytes;
     }

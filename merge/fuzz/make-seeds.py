@@ -63,6 +63,8 @@ def seeds():
     s["good-producer-order"] = sealed(body(sources=((1, b"B.0000000000000001.shard"),
                                                     (1, b"a.0000000000000001.shard"),
                                                     (1, b"a.b.0000000000000001.shard"))))
+    # A stream whose later shard has the lower id: by position, ids go down.
+    s["good-stream-order"] = sealed(body(sources=((10, A2), (10, A1))))
     s["good-long-producer"] = sealed(body(sources=((5, b"p" * 64 + b".0000000000000001.shard"),)))
     # Damage the checksum catches.
     s["bad-crc"] = good + b"end 00000000\n"
@@ -90,6 +92,7 @@ def seeds():
     s["bad-source-name"] = sealed(body(sources=((10, b"alpha.000000000000000F.shard"),)))
     s["bad-source-dot"] = sealed(body(sources=((10, b".alpha.0000000000000001.shard"),)))
     s["bad-duplicate"] = sealed(body(sources=((10, A1), (10, A1))))
+    s["bad-duplicate-apart"] = sealed(body(sources=((10, A1), (10, A2), (10, A1))))
     s["bad-out-of-order"] = sealed(body(sources=((10, B7), (10, A1))))
     s["bad-total"] = sealed(body(total=61))
     s["bad-sum-overflow"] = sealed(body(sources=((2**64 - 1, A1), (10, A2)), total=9))
