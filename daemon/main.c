@@ -262,8 +262,9 @@ static int run(struct daemon *d)
                         "may write records twice",
                         ss.unreadable, ss.first_unreadable);
         log_info("streams: %" PRIu64 " known from %" PRIu64 " sealed shards (%" PRIu64
-                 " read through) in %.3f s; resume window %" PRIu64 " s",
-                 ss.streams, ss.shards, ss.read_through,
+                 " read through) and %" PRIu64 " positions files in %.3f s; resume window %"
+                 PRIu64 " s",
+                 ss.streams, ss.shards, ss.read_through, ss.positions_files,
                  (double)(now_monotonic_ns() - t0) / 1e9, d->config.resume_window_ms / 1000);
     }
 

@@ -177,6 +177,11 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->refused_limit = st->refused_limit;
     f->timeouts = st->timeouts;
     f->refused_admin = st->refused_admin;
+    f->streams_known = d->streams.count;
+    f->streams_forgotten = d->streams.forgotten;
+    f->streams_resumed = st->streams_resumed;
+    f->streams_refused = st->streams_refused;
+    f->records_duplicate = st->records_duplicate;
 
     f->active_fd = d->active_fd;
     f->done_fd = d->done_fd;
@@ -337,6 +342,15 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_member_u64(o, "refused_admin", f->refused_admin);
     json_obj_end(o);
 
+    json_key(o, "streams");
+    json_obj_begin(o);
+    json_member_u64(o, "known", f->streams_known);
+    json_member_u64(o, "forgotten", f->streams_forgotten);
+    json_member_u64(o, "resumed", f->streams_resumed);
+    json_member_u64(o, "refused", f->streams_refused);
+    json_member_u64(o, "records_duplicate", f->records_duplicate);
+    json_obj_end(o);
+
     json_key(o, "disk");
     json_obj_begin(o);
     if (f->spool_error) {
@@ -450,6 +464,22 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                f->memory_bytes);
     metric_u64(out, "logshard_io_requests_pending", "gauge",
                "File I/O requests queued or in flight.", f->io_pending);
+    metric_u64(out, "logshard_streams_known", "gauge",
+               "Producer streams the daemon remembers, for resuming them.", f->streams_known);
+    metric_u64(out, "logshard_streams_forgotten_total", "counter",
+               "Streams forgotten since start: past resume_window, or over max_streams.",
+               f->streams_forgotten);
+    metric_u64(out, "logshard_streams_resumed_total", "counter",
+               "Connections since start that resumed a stream the daemon knew.",
+               f->streams_resumed);
+    metric_u64(out, "logshard_streams_refused_total", "counter",
+               "Resumes refused since start: an unknown stream with acknowledged records, "
+               "or another uid or producer name.",
+               f->streams_refused);
+    metric_u64(out, "logshard_records_duplicate_total", "counter",
+               "Records received below their stream's position: acknowledged, not written "
+               "again.",
+               f->records_duplicate);
     metric_u64(out, "logshard_syncs_total", "counter",
                "fdatasync and fsync calls completed since start (shard data, seals, "
                "directories).",

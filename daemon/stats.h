@@ -80,6 +80,10 @@ struct stats_figures {
     uint64_t timeouts;
     uint64_t refused_admin;
 
+    /* Streams (protocol version 2). */
+    uint64_t streams_known, streams_forgotten, streams_resumed, streams_refused;
+    uint64_t records_duplicate;
+
     /* From stats_measure_spool. */
     int active_fd, done_fd, spool_fd; /* the daemon's, borrowed, read only */
     int spool_error;                  /* 0, or why the figures below are missing */

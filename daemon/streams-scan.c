@@ -1,5 +1,7 @@
 /* Start-up: the stream table rebuilt from the spool, after recovery has
- * sealed what an earlier run left in active/ and before the daemon listens.
+ * sealed what an earlier run left in active/ and before the daemon listens:
+ * from the shards in done/ and from the positions logctl merge --delete
+ * recorded in streams/ for the shards it removed.
  *
  * Every sealed shard of format version 3 in done/ names its stream and the
  * position of its first record; the seal trailer gives its record count, so
@@ -21,8 +23,10 @@
 
 #include "daemon.h"
 #include "fileutil.h"
+#include "log.h"
 #include "shard_format.h"
 #include "spool_names.h"
+#include "stream_positions.h"
 #include "streams.h"
 
 static int pread_full(int fd, void *buf, size_t len, uint64_t off)
@@ -145,6 +149,101 @@ out:
     return r;
 }
 
+struct kept_positions {
+    struct daemon *d;
+    struct positions_entry *v;
+    size_t n, cap;
+    uint64_t expired;
+};
+
+/* One entry of a positions file: into the table, and kept for the file the
+ * daemon writes unless its resume window has passed. */
+static int take_position(const struct positions_entry *e, void *arg)
+{
+    struct kept_positions *k = arg;
+    uint64_t window = k->d->config.resume_window_ms * UINT64_C(1000000);
+    int r;
+
+    if (e->newest_ns + window <= now_realtime_ns()) {
+        k->expired++;
+        return 0;
+    }
+    r = streams_note_stored(k->d, e->stream_id, e->producer, e->uid, e->next_position,
+                            e->newest_ns);
+    if (r < 0)
+        return r;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 64;
+        struct positions_entry *nv = realloc(k->v, cap * sizeof(*nv));
+
+        if (!nv)
+            return -ENOMEM;
+        k->v = nv;
+        k->cap = cap;
+    }
+    k->v[k->n++] = *e;
+    return 0;
+}
+
+/* The positions that logctl merge --delete recorded in <spool>/streams/
+ * for the shards it removed. What is still within its window is written
+ * into one file of the daemon's own before the files read are removed, so
+ * that a crash at any step loses nothing (a file read twice is harmless:
+ * the table keeps the highest position); a damaged file goes to
+ * quarantine/. */
+static int load_positions(struct daemon *d, struct streams_scan_stats *st, char *why,
+                          size_t why_len)
+{
+    struct kept_positions k = { .d = d };
+    struct positions_load_report rep = { 0 };
+    int r = positions_load(d->spool_fd, take_position, &k, &rep);
+
+    if (r < 0) {
+        snprintf(why, why_len, "cannot read the stream positions in %s/streams: %s",
+                 d->config.spool, strerror(-r));
+        free(k.v);
+        return r;
+    }
+    st->positions_files = rep.n_read;
+    st->positions_expired = k.expired;
+    for (size_t i = 0; i < rep.n_bad; i++) {
+        const struct positions_bad_file *b = &rep.bad[i];
+        char *q = NULL;
+
+        if (b->error == -EBADMSG && positions_quarantine(d->spool_fd, b->name, &q) == 0) {
+            log_warning("streams/%s is no stream positions file (line %zu: %s); moved to "
+                        "quarantine/%s: a stream it named may resume too low and write "
+                        "records twice",
+                        b->name, b->line, b->why, q);
+            free(q);
+        } else {
+            log_warning("streams/%s cannot be read (%s: %s); left in place: a stream it "
+                        "names may resume too low",
+                        b->name, b->why ? b->why : "error", strerror(-b->error));
+        }
+    }
+    /* One file of the daemon's, nothing expired, nothing left over: it
+     * already is what would be written. */
+    if (rep.n_read > 1 || k.expired > 0 || rep.n_temps > 0 ||
+        (rep.n_read == 1 && strncmp(rep.read[0], "daemon-", 7) != 0)) {
+        char *name = NULL;
+
+        r = k.n > 0 ? positions_write(d->spool_fd, "daemon", k.v, k.n, &name) : 0;
+        if (r == 0)
+            r = positions_remove(d->spool_fd, (const char *const *)rep.read, rep.n_read);
+        if (r == 0)
+            r = positions_remove(d->spool_fd, (const char *const *)rep.temps, rep.n_temps);
+        if (r < 0)
+            log_warning("cannot compact the stream positions of %s/streams: %s; the files "
+                        "stay and are read again at the next start",
+                        d->config.spool, strerror(-r));
+        free(name);
+    }
+    positions_load_report_free(&rep);
+    free(k.v);
+    return 0;
+}
+
 int streams_scan(struct daemon *d, struct streams_scan_stats *ret_stats, char *why,
                  size_t why_len)
 {
@@ -186,6 +285,9 @@ int streams_scan(struct daemon *d, struct streams_scan_stats *ret_stats, char *w
         snprintf(why, why_len, "cannot read %s/done: %s", d->config.spool, strerror(-r));
     }
     (void)closedir(dir);
+    if (r < 0)
+        return r;
+    r = load_positions(d, &st, why, why_len);
     if (r < 0)
         return r;
     streams_loaded(d);

@@ -388,6 +388,150 @@ static void test_refusals(void **state)
     harness_assert_running(h);
 }
 
+/* How many lines of text start with prefix. */
+static size_t count_prefixed_lines(const char *text, const char *prefix)
+{
+    size_t n = 0;
+
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+
+        if (strncmp(p, prefix, strlen(prefix)) == 0)
+            n++;
+        p = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+/* merge --delete removed every shard of the stream while the daemon was
+ * down: the position survives in streams/, and the resumed stream writes
+ * nothing twice. */
+static void test_resume_after_merge_delete(void **state)
+{
+    struct harness *h = *state;
+    uint8_t id[WIRE_STREAM_ID_SIZE];
+    char *merged = harness_path(h->dir, "merged.lsm");
+    struct harness_run r;
+    struct raw c;
+
+    make_id(id, 6);
+    start(h, "batch");
+    raw_open(&c, h, "merged", id, 0);
+    raw_wait_welcome(&c);
+    raw_append(&c, 0, 50);
+    raw_wait_acked(&c, 50);
+    raw_close(&c);
+    assert_int_equal(harness_stop(h, SIGTERM, WAIT_MS), 0);
+
+    r = harness_run_logctl(h, "merge", "--spool", h->spool, "--delete", "--output", merged,
+                           NULL);
+    harness_expect_code(&r, 0, "logctl merge --delete");
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 0);
+
+    start(h, "batch");
+    raw_open(&c, h, "merged", id, 30);
+    raw_wait_welcome(&c);
+    assert_int_equal(c.welcome.next_position, 50);
+    raw_append(&c, 30, 30); /* 30..59: 20 duplicates */
+    raw_wait_acked(&c, 60);
+    raw_close(&c);
+    assert_int_equal(harness_stop(h, SIGTERM, WAIT_MS), 0);
+
+    r = harness_run_logctl(h, "cat", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 0, "logctl cat --spool");
+    assert_int_equal(count_prefixed_lines(r.out, "rec-"), 10);
+    assert_true(strncmp(r.out, "rec-000050\n", 11) == 0);
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "cat", merged, NULL);
+    harness_expect_code(&r, 0, "logctl cat of the merged file");
+    assert_int_equal(count_prefixed_lines(r.out, "rec-"), 50);
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "verify", merged, NULL);
+    harness_expect_code(&r, 0, "logctl verify of the merged file");
+    harness_run_free(&r);
+    r = harness_run_logctl(h, "verify", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 0, "logctl verify --spool");
+    harness_run_free(&r);
+    free(merged);
+}
+
+/* Waits until logctl status --json shows text (a deadline, no guessing). */
+static void wait_status_has(struct harness *h, const char *text)
+{
+    uint64_t end = now_ms() + WAIT_MS;
+
+    for (;;) {
+        struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
+                                                  h->admin_sock, NULL);
+        bool found = r.code == 0 && r.out && strstr(r.out, text);
+
+        if (!found && now_ms() >= end)
+            fail_msg("logctl status --json never showed %s; last: %s", text,
+                     r.out ? r.out : "(nothing)");
+        harness_run_free(&r);
+        if (found)
+            return;
+        usleep(50 * 1000); /* the condition is re-checked until the deadline */
+    }
+}
+
+/* Past its resume window a stream is forgotten, and coming back with
+ * acknowledged records is refused, not written twice. */
+static void test_window_expired(void **state)
+{
+    struct harness *h = *state;
+    uint8_t id[WIRE_STREAM_ID_SIZE];
+    struct raw c;
+
+    harness_write_config(h, "[streams]\nresume_window = 1s\n");
+    make_id(id, 7);
+    start(h, "batch");
+    raw_open(&c, h, "late", id, 0);
+    raw_wait_welcome(&c);
+    raw_append(&c, 0, 5);
+    raw_wait_acked(&c, 5);
+    raw_close(&c);
+    wait_status_has(h, "\"forgotten\":1,");
+
+    raw_open(&c, h, "late", id, 3);
+    raw_wait_welcome(&c);
+    assert_int_equal(c.error, ESTALE);
+    raw_close(&c);
+    assert_int_equal(harness_stop(h, SIGTERM, WAIT_MS), 0);
+    expect_spool_records(h, 5);
+}
+
+/* 10,000 streams that came and went: the table keeps at most max_streams,
+ * forgetting the oldest idle ones first. */
+static void test_many_streams_bounded(void **state)
+{
+    struct harness *h = *state;
+    uint8_t id[WIRE_STREAM_ID_SIZE];
+    struct raw c;
+
+    harness_write_config(h, "[streams]\nmax_streams = 1000\n");
+    start(h, "none");
+    for (unsigned i = 0; i < 10000; i++) {
+        memset(id, 0, sizeof(id));
+        memcpy(id, &i, sizeof(i));
+        id[15] = 0xA5;
+        raw_open(&c, h, "fleeting", id, 0);
+        raw_wait_welcome(&c);
+        assert_int_equal(c.welcome.next_position, 0);
+        raw_close(&c);
+    }
+    /* The last connection's close may still be on its way. */
+    wait_status_has(h, "\"known\":1000,");
+    wait_status_has(h, "\"forgotten\":9000,");
+    /* The newest stream is still known: resuming it at 0 is a resume. */
+    raw_open(&c, h, "fleeting", id, 0);
+    raw_wait_welcome(&c);
+    assert_int_equal(c.welcome.version, 2);
+    raw_close(&c);
+    wait_status_has(h, "\"resumed\":1,");
+}
+
 /* A version 1 client gets a version 1 WELCOME and counted ACKs. */
 static void test_version1_still_served(void **state)
 {
@@ -419,6 +563,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_crash_before_ack, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_after_merge_delete, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_window_expired, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_many_streams_bounded, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_version1_still_served, harness_setup,
                                         harness_teardown),
     };
