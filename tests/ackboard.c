@@ -44,7 +44,10 @@ static void producer_main(const char *sock, const char *name, unsigned slot, int
                           uint64_t count, size_t size, uint64_t flush_every,
                           int *ret_last_error)
 {
-    logshard_opts opts = { .socket_path = sock, .producer = name };
+    /* These producers stand for version 1 behaviour: the daemon's death ends
+     * them, and what they saw acknowledged must be on disk. The resuming
+     * producers have tests of their own (test-restart.c). */
+    logshard_opts opts = { .socket_path = sock, .producer = name, .flags = LOGSHARD_NO_RECONNECT };
     logshard *ls = NULL;
     char buf[4096];
     uint64_t i;

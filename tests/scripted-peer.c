@@ -122,7 +122,7 @@ int signal_pipe(int fd)
 
 /* Returns 0 for a signal, -EPIPE when the other side closed its end (it gave
  * up), -ETIMEDOUT. */
-static int wait_pipe(int fd, int timeout_ms)
+int peer_wait_pipe(int fd, int timeout_ms)
 {
     char c;
     ssize_t r;
@@ -142,6 +142,9 @@ static int peer_read_frame(struct peer *p, struct wire_header *ret_h, unsigned c
 {
     unsigned char hdr[WIRE_HEADER_SIZE];
     uint32_t max = p->welcome_sent ? p->welcome.max_frame_bytes : HANDSHAKE_MAX_FRAME;
+    /* In version 2 the limit does not count an APPEND's position. */
+    if (p->welcome_sent && p->welcome.version == WIRE_PROTOCOL_V2)
+        max += WIRE_APPEND_POSITION;
     unsigned char *payload;
     int r;
 
@@ -182,17 +185,43 @@ int peer_read_hello(struct peer *p)
     if (r == 0) {
         memcpy(p->hello_name, hello.name, hello.name_len);
         p->hello_name[hello.name_len] = '\0';
+        memcpy(p->hello_stream_id, hello.stream_id, sizeof(p->hello_stream_id));
+        p->hello_first_position = hello.first_position;
+        p->nhellos++;
     }
     free(payload);
     PCHECK(r == 0);
     return 0;
 }
 
+/* Forgets the records from position n on, as a daemon that comes back
+ * with only n records of the stream stored. */
+static int got_truncate(struct peer *p, uint64_t n)
+{
+    size_t pos = 0;
+
+    /* A daemon may claim more than it got (the tests of a lying daemon). */
+    if (n >= p->nrecords)
+        return 0;
+    for (uint64_t i = 0; i < n; i++)
+        pos += WIRE_RECORD_PREFIX + wire_get_u32(p->got + pos);
+    p->got_len = pos;
+    p->nrecords = n;
+    return 0;
+}
+
 int peer_send_welcome(struct peer *p)
 {
-    unsigned char buf[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE];
+    unsigned char buf[WIRE_HEADER_SIZE + WIRE_WELCOME_SIZE_V2];
     size_t n = wire_encode_welcome(buf, &p->welcome);
 
+    if (p->welcome.version == WIRE_PROTOCOL_V2) {
+        int line = got_truncate(p, p->welcome.next_position);
+
+        if (line)
+            return line;
+        p->stream_next = p->welcome.next_position;
+    }
     p->welcome_sent = true;
     PCHECK(peer_write_all(p->fd, buf, n, PEER_TIMEOUT_MS) == 0);
     return 0;
@@ -250,18 +279,34 @@ int peer_read_append(struct peer *p)
     uint32_t count = 0, index = 0, len;
     int r;
 
+    const unsigned char *records;
+    size_t records_len;
+
     PCHECK(peer_read_frame(p, &h, &payload) == 0);
     if (h.type != WIRE_APPEND) {
         free(payload);
         return __LINE__;
     }
-    r = wire_append_validate(payload, h.length, p->welcome.max_record_bytes, &count, &index,
-                             &why);
+    records = payload;
+    records_len = h.length;
+    if (p->welcome.version == WIRE_PROTOCOL_V2) {
+        /* Strict: the library starts each frame at the stream's next
+         * position, never below it (a duplicate) and never above (a gap). */
+        if (h.length < WIRE_APPEND_POSITION || wire_get_u64(payload) != p->stream_next) {
+            free(payload);
+            return __LINE__;
+        }
+        records += WIRE_APPEND_POSITION;
+        records_len -= WIRE_APPEND_POSITION;
+    }
+    r = wire_append_validate(records, records_len, p->welcome.max_record_bytes, &count,
+                             &index, &why);
     if (r < 0) {
         free(payload);
         return __LINE__;
     }
-    wire_append_iter_init(&it, payload, h.length);
+    p->stream_next += count;
+    wire_append_iter_init(&it, records, records_len);
     while (wire_append_iter_next(&it, &rec, &len)) {
         if (got_reserve(p, WIRE_RECORD_PREFIX + len) < 0) {
             free(payload);
@@ -317,7 +362,7 @@ int peer_wait_for_stall(struct peer *p)
         PCHECK(now_ms() < deadline);
         /* The go pipe stays quiet; it is only a clock that the main thread
          * can interrupt by giving up. */
-        w = wait_pipe(p->go[0], 50);
+        w = peer_wait_pipe(p->go[0], 50);
         PCHECK(w == -ETIMEDOUT);
         if (v == last)
             quiet_ms += 50;
@@ -326,6 +371,59 @@ int peer_wait_for_stall(struct peer *p)
         last = v;
     }
     p->stalled_at = last;
+    return 0;
+}
+
+/* Takes the next connection (the client reconnecting), giving up the one
+ * before. */
+int peer_accept(struct peer *p, int timeout_ms)
+{
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = -1;
+    p->welcome_sent = false;
+    PCHECK(wait_fd(p->listen_fd, POLLIN, timeout_ms) == 0);
+    p->fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    PCHECK(p->fd >= 0);
+    return 0;
+}
+
+/* The daemon is gone: no connection, no listening socket, no socket file
+ * (the client's connect() gets ENOENT). */
+int peer_go_away(struct peer *p)
+{
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = -1;
+    p->welcome_sent = false;
+    PCHECK(close(p->listen_fd) == 0);
+    p->listen_fd = -1;
+    PCHECK(unlink(p->path) == 0);
+    return 0;
+}
+
+static int listen_at(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -errno;
+    strcpy(sa.sun_path, path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4) < 0) {
+        int r = -errno;
+
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+int peer_come_back(struct peer *p)
+{
+    PCHECK(p->listen_fd < 0);
+    p->listen_fd = listen_at(p->path);
+    PCHECK(p->listen_fd >= 0);
     return 0;
 }
 
@@ -364,24 +462,19 @@ static void peer_init(struct peer *p)
 void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
                       uint32_t max_frame, uint64_t total)
 {
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
     free(p->got);
     peer_init(p);
     p->script = script;
     p->total = total;
-    p->welcome = (struct wire_welcome){ .version = WIRE_PROTOCOL_V1,
+    p->welcome = (struct wire_welcome){ .version = WIRE_PROTOCOL_V2,
                                         .fsync_policy = 2,
                                         .max_record_bytes = max_record,
                                         .max_frame_bytes = max_frame };
     strcpy(p->dir, "/tmp/logshard-test-XXXXXX");
     assert_non_null(mkdtemp(p->dir));
     snprintf(p->path, sizeof(p->path), "%s/sock", p->dir);
-    strcpy(sa.sun_path, p->path);
-    p->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    p->listen_fd = listen_at(p->path);
     assert_true(p->listen_fd >= 0);
-    assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(p->listen_fd, 4), 0);
     assert_int_equal(pipe2(p->go, O_CLOEXEC), 0);
     assert_int_equal(pipe2(p->done, O_CLOEXEC), 0);
     assert_int_equal(pthread_create(&p->thread, NULL, peer_main, p), 0);
@@ -415,10 +508,13 @@ static int peer_stop(struct peer *p)
             close(*fd);
         *fd = -1;
     }
-    if (p->listen_fd >= 0) {
+    /* The script may have gone away and not come back. */
+    if (p->listen_fd >= 0)
         close(p->listen_fd);
+    if (p->dir[0]) {
         unlink(p->path);
         rmdir(p->dir);
+        p->dir[0] = '\0';
     }
     p->listen_fd = -1;
     return 0;
@@ -433,7 +529,7 @@ void peer_join(struct peer *p)
 
 void wait_for_peer(struct peer *p)
 {
-    int r = wait_pipe(p->done[0], PEER_TIMEOUT_MS + 5000);
+    int r = peer_wait_pipe(p->done[0], PEER_TIMEOUT_MS + 5000);
 
     if (r < 0) {
         peer_join(p); /* reports where the script failed, if it did */
@@ -523,6 +619,19 @@ logshard *connect_ok(const struct peer *p, const char *producer, size_t buffer_b
     return ls;
 }
 
+logshard *connect_flags(const struct peer *p, const char *producer, size_t buffer_bytes,
+                        unsigned flags, int reconnect_timeout_ms)
+{
+    logshard_opts opts = { .socket_path = p->path, .producer = producer,
+                           .buffer_bytes = buffer_bytes, .flags = flags,
+                           .reconnect_timeout_ms = reconnect_timeout_ms };
+    logshard *ls = NULL;
+
+    assert_int_equal(logshard_connect_sized(&ls, &opts, sizeof(opts)), 0);
+    assert_non_null(ls);
+    return ls;
+}
+
 /* ---- scripts that tests in more than one program use ---- */
 
 int script_partial_ack(struct peer *p)
@@ -531,7 +640,7 @@ int script_partial_ack(struct peer *p)
     PCHECK(peer_read_records(p, PARTIAL_RECORDS) == 0);
     PCHECK(peer_send_ack(p, 4) == 0);
     PCHECK(signal_pipe(p->done[1]) == 0);
-    PCHECK(wait_pipe(p->go[0], PEER_TIMEOUT_MS) == 0);
+    PCHECK(peer_wait_pipe(p->go[0], PEER_TIMEOUT_MS) == 0);
     PCHECK(peer_send_ack(p, PARTIAL_RECORDS) == 0);
     return peer_expect_eof(p);
 }
@@ -541,7 +650,7 @@ int script_partial_ack(struct peer *p)
 int script_stall_until_go(struct peer *p)
 {
     PCHECK(peer_handshake(p) == 0);
-    PCHECK(wait_pipe(p->go[0], PEER_TIMEOUT_MS) == 0);
+    PCHECK(peer_wait_pipe(p->go[0], PEER_TIMEOUT_MS) == 0);
     while (p->nrecords < p->total) {
         int line = peer_read_append(p);
 

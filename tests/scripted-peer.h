@@ -12,6 +12,14 @@
  * script that fails closes its end of the connection, which ends any call the
  * client is blocked in; a broken client fails a test, it does not hang it.
  *
+ * The peer speaks protocol version 2 by default, as the daemon does: it
+ * keeps what it received as a daemon keeps a stream (records by position;
+ * a WELCOME with next_position n forgets whatever it had from n on, as a
+ * restarted daemon has only what was stored), and checks that every APPEND
+ * starts exactly at the stream's next position. A script can accept a
+ * second connection (peer_accept), or go away altogether and come back
+ * (peer_go_away, peer_come_back), to play a daemon that restarts.
+ *
  * Main and peer also talk over two pipes ("go" and "done") when a test needs
  * them in step. Closing a pipe's write end wakes the other side at once, so
  * a side that gives up never leaves the other waiting for its deadline. */
@@ -67,12 +75,17 @@ struct peer {
     int failed_line;
     const char *failed_file;
 
-    struct wire_welcome welcome; /* what the peer answers a HELLO with */
+    struct wire_welcome welcome; /* what the peer answers a HELLO with; its
+                                    version is the one spoken afterwards */
 
     /* What the peer saw. */
     char hello_name[WIRE_PRODUCER_NAME_MAX + 1];
     uint16_t hello_version;
     uint16_t hello_flags;
+    uint8_t hello_stream_id[WIRE_STREAM_ID_SIZE]; /* version 2: of the last HELLO */
+    uint64_t hello_first_position;
+    uint64_t nhellos;
+    uint64_t stream_next; /* version 2: the position the next APPEND must start at */
     unsigned char *got; /* records as on the wire: u32 len, bytes */
     size_t got_len;
     size_t got_cap;
@@ -107,6 +120,10 @@ int peer_read_append(struct peer *p);
 int peer_read_records(struct peer *p, uint64_t n);
 int peer_expect_eof(struct peer *p);
 int peer_wait_for_stall(struct peer *p);
+int peer_accept(struct peer *p, int timeout_ms);
+int peer_go_away(struct peer *p);
+int peer_come_back(struct peer *p);
+int peer_wait_pipe(int fd, int timeout_ms);
 
 /* The main thread's side. */
 void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
@@ -123,6 +140,8 @@ size_t make_record(uint64_t i, size_t max_len, unsigned char *buf);
 void fill_record(uint64_t i, size_t len, unsigned char *buf);
 void check_records(const struct peer *p, uint64_t n, size_t max_len, size_t fixed_len);
 logshard *connect_ok(const struct peer *p, const char *producer, size_t buffer_bytes);
+logshard *connect_flags(const struct peer *p, const char *producer, size_t buffer_bytes,
+                        unsigned flags, int reconnect_timeout_ms);
 
 /* Scripts that tests in more than one program use. */
 int script_partial_ack(struct peer *p);

@@ -33,7 +33,8 @@ static void test_peer_closes_with_unacked(void **state)
     logshard *ls;
 
     peer_start(p, script_close_unacked, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
-    ls = connect_ok(p, "closing", 0);
+    /* LOGSHARD_NO_RECONNECT: the behaviour before streams, kept on request. */
+    ls = connect_flags(p, "closing", 0, LOGSHARD_NO_RECONNECT, 0);
     for (uint64_t i = 0; i < CLOSE_RECORDS; i++)
         assert_int_equal(logshard_append(ls, rec, make_record(i, BATCH_MAX_LEN, rec)), 0);
     assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -EPIPE);
@@ -63,7 +64,7 @@ static void test_peer_closes_while_client_blocked(void **state)
 
     peer_start_total(p, script_close_while_blocked, PRESSURE_MAX_RECORD, DEFAULT_MAX_FRAME,
                      1000000);
-    ls = connect_ok(p, "blocked", 0);
+    ls = connect_flags(p, "blocked", 0, LOGSHARD_NO_RECONNECT, 0);
     /* The peer hangs up while append waits for room: the append must fail
      * with -EPIPE (and no SIGPIPE, which would end this program). */
     for (i = 0; i < p->total; i++) {
@@ -201,7 +202,7 @@ static void test_error_origin(void **state)
 
     /* Found here: the daemon hung up without a word. */
     peer_start(p, script_close_unacked, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
-    ls = connect_ok(p, "hung-up", 0);
+    ls = connect_flags(p, "hung-up", 0, LOGSHARD_NO_RECONNECT, 0);
     append_records(ls, CLOSE_RECORDS);
     assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), -EPIPE);
     assert_int_equal(logshard_error(ls), -EPIPE);

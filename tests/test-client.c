@@ -47,7 +47,8 @@ static void test_connect_ok(void **state)
     logshard_close(ls);
     peer_join(p);
     assert_string_equal(p->hello_name, "unit-test_1.x");
-    assert_int_equal(p->hello_version, WIRE_PROTOCOL_V1);
+    assert_int_equal(p->hello_version, WIRE_PROTOCOL_V2);
+    assert_int_equal(p->hello_first_position, 0);
     assert_int_equal(p->hello_flags, 0);
     assert_int_equal(p->nframes, 0);
 }
@@ -310,7 +311,9 @@ static void test_connect_sized(void **state)
     /* Later members left at zero are their defaults; the padding after the
      * first version's members is never read, whatever it holds. */
     memset((unsigned char *)&big.opts + LOGSHARD_OPTS_SIZE_1, 0xA5,
-           sizeof(big.opts) - LOGSHARD_OPTS_SIZE_1);
+           offsetof(logshard_opts, reconnect_timeout_ms) - LOGSHARD_OPTS_SIZE_1);
+    memset((unsigned char *)&big.opts + LOGSHARD_OPTS_SIZE_2, 0xA5,
+           sizeof(big.opts) - LOGSHARD_OPTS_SIZE_2);
     peer_start(p, script_hello_then_eof, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
     big.opts.socket_path = p->path;
     assert_int_equal(logshard_connect_sized(&ls, &big.opts, sizeof(big)), 0);
@@ -351,6 +354,9 @@ static void test_connect_first_version_opts(void **state)
     assert_int_equal(offsetof(logshard_opts, producer), sizeof(const char *));
     assert_int_equal(offsetof(logshard_opts, buffer_bytes), 2 * sizeof(const char *));
     assert_int_equal(offsetof(logshard_opts, flags), 2 * sizeof(const char *) + sizeof(size_t));
+    /* A later member never lies in what was the first version's padding. */
+    assert_true(offsetof(logshard_opts, reconnect_timeout_ms) >=
+                sizeof(struct { const char *a, *b; size_t c; unsigned d; }));
     memcpy(old + offsetof(logshard_opts, socket_path), &path, sizeof(path));
     memcpy(old + offsetof(logshard_opts, producer), &producer, sizeof(producer));
     memcpy(old + offsetof(logshard_opts, buffer_bytes), &buffer_bytes, sizeof(buffer_bytes));

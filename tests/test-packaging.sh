@@ -275,7 +275,8 @@ CLEANUP_PIDS=
 FUNCTIONS=(logshard_connect logshard_append logshard_flush logshard_close logshard_unacked
            logshard_error_message logshard_fsync_policy logshard_strerror
            logshard_connect_sized logshard_error logshard_error_origin logshard_fd
-           logshard_events logshard_process logshard_version logshard_version_string)
+           logshard_events logshard_process logshard_version logshard_version_string
+           logshard_reconnects)
 VERSION=$(meson introspect "$BUILD" --projectinfo | sed -n 's/.*"version": *"\([^"]*\)".*/\1/p')
 
 # The example program of logshard(3), taken from the page itself.
