@@ -21,7 +21,8 @@ static void status_help(void)
            "I/O backend (io_uring or the thread-pool fallback), producers connected,\n"
            "active shards, records and bytes received per second (over the last 10 s\n"
            "and since start), fsync count and latency (p50, p99), records waiting for\n"
-           "their acknowledgement, bytes waiting to be written, errors by kind, and\n"
+           "their acknowledgement, bytes waiting to be written, errors by kind, the\n"
+           "producer streams it remembers (resumed, refused, forgotten, duplicates), and\n"
            "the spool's disk usage and free space.\n"
            "\n"
            "Options:\n"
@@ -106,6 +107,15 @@ static void print_status(const struct json_value *st)
            json_get_u64(er, "protocol", 0), json_get_u64(er, "io", 0),
            json_get_u64(er, "refused_access", 0), json_get_u64(er, "refused_limit", 0),
            json_get_u64(er, "timeout", 0), json_get_u64(er, "refused_admin", 0));
+    {
+        const struct json_value *sm = json_get(st, "streams");
+
+        printf("  streams:        %" PRIu64 " known, %" PRIu64 " resumed, %" PRIu64
+               " refused, %" PRIu64 " forgotten; %" PRIu64 " duplicate records not written\n",
+               json_get_u64(sm, "known", 0), json_get_u64(sm, "resumed", 0),
+               json_get_u64(sm, "refused", 0), json_get_u64(sm, "forgotten", 0),
+               json_get_u64(sm, "records_duplicate", 0));
+    }
     if (json_get(disk, "error")) {
         printf("  disk:           unknown (%s)\n", json_get_str(disk, "error", "?"));
         return;

@@ -259,6 +259,57 @@ static void test_resume_after_close(void **state)
     assert_true(harness_log_has(h, "resumes stream"));
 }
 
+/* Waits until logctl status --json shows text (a deadline, no guessing). */
+static void wait_status_has(struct harness *h, const char *text)
+{
+    uint64_t end = now_ms() + WAIT_MS;
+
+    for (;;) {
+        struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
+                                                  h->admin_sock, NULL);
+        bool found = r.code == 0 && r.out && strstr(r.out, text);
+
+        if (!found && now_ms() >= end)
+            fail_msg("logctl status --json never showed %s; last: %s", text,
+                     r.out ? r.out : "(nothing)");
+        harness_run_free(&r);
+        if (found)
+            return;
+        usleep(50 * 1000); /* the condition is re-checked until the deadline */
+    }
+}
+
+/* A reload (SIGHUP) keeps what the daemon knows of its streams, and a
+ * resume window it lowers applies to the streams already known. */
+static void test_resume_across_reload(void **state)
+{
+    struct harness *h = *state;
+    uint8_t id[WIRE_STREAM_ID_SIZE];
+    struct raw c;
+
+    make_id(id, 8);
+    start(h, "batch");
+    raw_open(&c, h, "reloaded", id, 0);
+    raw_wait_welcome(&c);
+    raw_append(&c, 0, 20);
+    raw_wait_acked(&c, 20);
+    raw_close(&c);
+    assert_int_equal(kill(h->daemon, SIGHUP), 0);
+    assert_true(harness_wait_log(h, "reloaded the settings", WAIT_MS));
+    raw_open(&c, h, "reloaded", id, 20);
+    raw_wait_welcome(&c);
+    assert_int_equal(c.welcome.next_position, 20);
+    raw_append(&c, 20, 5);
+    raw_wait_acked(&c, 25);
+    raw_close(&c);
+
+    harness_write_config(h, "[streams]\nresume_window = 1s\n");
+    assert_int_equal(kill(h->daemon, SIGHUP), 0);
+    wait_status_has(h, "\"forgotten\":1,");
+    assert_int_equal(harness_stop(h, SIGTERM, WAIT_MS), 0);
+    expect_spool_records(h, 25);
+}
+
 /* A resume while the earlier connection is still open: that one is closed
  * and its records settle before the new one is told where to go on. */
 static void test_resume_while_open(void **state)
@@ -456,26 +507,6 @@ static void test_resume_after_merge_delete(void **state)
     free(merged);
 }
 
-/* Waits until logctl status --json shows text (a deadline, no guessing). */
-static void wait_status_has(struct harness *h, const char *text)
-{
-    uint64_t end = now_ms() + WAIT_MS;
-
-    for (;;) {
-        struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
-                                                  h->admin_sock, NULL);
-        bool found = r.code == 0 && r.out && strstr(r.out, text);
-
-        if (!found && now_ms() >= end)
-            fail_msg("logctl status --json never showed %s; last: %s", text,
-                     r.out ? r.out : "(nothing)");
-        harness_run_free(&r);
-        if (found)
-            return;
-        usleep(50 * 1000); /* the condition is re-checked until the deadline */
-    }
-}
-
 /* Past its resume window a stream is forgotten, and coming back with
  * acknowledged records is refused, not written twice. */
 static void test_window_expired(void **state)
@@ -557,6 +588,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_after_close, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_resume_while_open, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_across_reload, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, harness_setup,
                                         harness_teardown),
