@@ -96,6 +96,24 @@ ssize_t read_full(int fd, void *buf, size_t len)
     return (ssize_t)got;
 }
 
+int opendir_at(int dirfd, DIR **ret_dir)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d;
+
+    if (fd < 0)
+        return -errno;
+    d = fdopendir(fd);
+    if (!d) {
+        int r = -errno;
+
+        (void)close(fd); /* nothing was read through it */
+        return r;
+    }
+    *ret_dir = d;
+    return 0;
+}
+
 int fsync_dir_fd(int dirfd)
 {
     return fsync(dirfd) < 0 ? -errno : 0;

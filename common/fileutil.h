@@ -2,6 +2,7 @@
  * Every function returns 0 (or a count) or a negative errno. */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,11 @@ int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, m
 /* A short name for the file type in mode: "regular file", "directory",
  * "FIFO", "socket", "character device", "block device", "symbolic link". */
 const char *file_type_name(mode_t mode);
+
+/* A directory stream over the open directory dirfd, through a fresh open
+ * file description, so that dirfd keeps its offset and stays open after
+ * closedir(*ret_dir). Returns 0 or a negative errno. */
+int opendir_at(int dirfd, DIR **ret_dir);
 
 /* fsync(2) on an open directory, or on the directory at path. */
 int fsync_dir_fd(int dirfd);

@@ -553,7 +553,7 @@ int positions_load(int spool_fd, int (*each)(const struct positions_entry *e, vo
     size_t n_names = 0;
     struct dirent *de;
     DIR *d;
-    int fd, r;
+    int r;
 
     r = open_spool_dir(spool_fd, SPOOL_STREAMS_DIR, false, &dir_fd);
     if (r == -ENOENT) {
@@ -562,15 +562,9 @@ int positions_load(int spool_fd, int (*each)(const struct positions_entry *e, vo
     }
     if (r < 0)
         return r;
-    fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    d = fdopendir(fd);
-    if (!d) {
-        r = -errno;
-        (void)close(fd); /* nothing was read through it */
+    r = opendir_at(dir_fd, &d);
+    if (r < 0)
         return r;
-    }
     for (;;) {
         struct spool_positions_name pn;
 

@@ -250,13 +250,10 @@ int streams_scan(struct daemon *d, struct streams_scan_stats *ret_stats, char *w
     struct streams_scan_stats st = { 0 };
     struct dirent *e;
     DIR *dir;
-    int fd, r = 0;
+    int r;
 
-    fd = openat(d->done_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || !(dir = fdopendir(fd))) {
-        r = -errno;
-        if (fd >= 0)
-            (void)close(fd);
+    r = opendir_at(d->done_fd, &dir);
+    if (r < 0) {
         snprintf(why, why_len, "cannot read %s/done: %s", d->config.spool, strerror(-r));
         return r;
     }

@@ -125,19 +125,13 @@ int merge_list_sources(int done_dirfd, struct merge_source **ret_sources, size_t
     struct merge_source *v = NULL;
     size_t n = 0, cap = 0;
     DIR *d;
-    int fd, r = 0;
+    int r = 0;
 
     /* A fresh open file description, so the caller's fd keeps its offset and
      * stays open after closedir. */
-    fd = openat(done_dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    d = fdopendir(fd);
-    if (!d) {
-        r = -errno;
-        (void)close(fd); /* nothing was read through it */
+    r = opendir_at(done_dirfd, &d);
+    if (r < 0)
         return r;
-    }
 
     for (;;) {
         struct merge_source s;

@@ -199,7 +199,8 @@ static char *positions_text(const char *prefix, uint64_t from, uint64_t to, cons
     struct bytebuf b = { 0 };
     size_t n = strlen(prefix);
 
-    memcpy(bytebuf_grow(&b, n), prefix, n);
+    if (n > 0) /* an empty buffer grown by nothing has no address yet */
+        memcpy(bytebuf_grow(&b, n), prefix, n);
     for (uint64_t p = from; p < to; p++) {
         char line[40];
         int len = snprintf(line, sizeof(line), "S %" PRIu64 "\n", p);
