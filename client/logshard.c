@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -200,9 +201,21 @@ LOGSHARD_EXPORT int logshard_connect_sized(logshard **out, const logshard_opts *
      * so with EPROTONOSUPPORT, and gets what it speaks. Its refusal and
      * ours look alike only in the errno, so the origin decides. */
     deadline = logshard__deadline_after(HANDSHAKE_TIMEOUT_MS);
-    r = logshard__handshake(ls, WIRE_PROTOCOL_V2, deadline);
-    if (r == -EPROTONOSUPPORT && ls->error_origin == LOGSHARD_ORIGIN_DAEMON)
-        r = logshard__handshake(ls, WIRE_PROTOCOL_V1, deadline);
+    for (unsigned backoff_ms = 10;; backoff_ms = backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2) {
+        struct timespec pause = { .tv_sec = 0, .tv_nsec = (long)backoff_ms * 1000000L };
+
+        r = logshard__handshake(ls, WIRE_PROTOCOL_V2, deadline);
+        if (r == -EPROTONOSUPPORT && ls->error_origin == LOGSHARD_ORIGIN_DAEMON)
+            r = logshard__handshake(ls, WIRE_PROTOCOL_V1, deadline);
+        /* A daemon that is stopping (a restart) says so before WELCOME;
+         * the next one, which a socket unit starts on the same socket, is
+         * worth waiting for within the handshake time. */
+        if (r != -ESHUTDOWN || ls->error_origin != LOGSHARD_ORIGIN_DAEMON ||
+            logshard__now_ns() + (uint64_t)backoff_ms * NSEC_PER_MSEC >= deadline)
+            break;
+        while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+            ;
+    }
     if (r < 0)
         goto err;
 
@@ -382,6 +395,7 @@ LOGSHARD_EXPORT const char *logshard_strerror(int err)
     case E2BIG: return "Options set that this library version does not know";
     case ENOTCONN: return "The daemon stayed away longer than the reconnect timeout";
     case ESTALE: return "The daemon no longer knows this producer's stream";
+    case ESHUTDOWN: return "The daemon was stopping and did not come back in time";
     case EPROTONOSUPPORT: return "The daemon does not speak this protocol version";
     default: break;
     }

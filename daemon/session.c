@@ -347,6 +347,8 @@ static struct log_ratelimit *peer_failure_budget(const struct session *s, uint32
     static struct log_ratelimit bad_frames =
         LOG_RATELIMIT_INIT("producers closed for a protocol error");
     static struct log_ratelimit timeouts = LOG_RATELIMIT_INIT("producers closed for a timeout");
+    static struct log_ratelimit stopping =
+        LOG_RATELIMIT_INIT("producers told to connect again as the daemon stops");
 
     switch (code) {
     case EACCES: return &refused_access;
@@ -359,6 +361,7 @@ static struct log_ratelimit *peer_failure_budget(const struct session *s, uint32
     case EINVAL:
     case EPROTONOSUPPORT: return &bad_frames;
     case ETIMEDOUT: return &timeouts;
+    case ESHUTDOWN: return &stopping;
     default: return NULL;
     }
 }
@@ -665,6 +668,14 @@ static void session_drain(struct session *s)
 {
     if (!session_is_open(s))
         return;
+    if (s->state == SESSION_HELLO_WAIT && s->d->lifecycle == LIFECYCLE_DRAINING) {
+        /* Accepted just before the drain, not yet welcomed: it cannot be
+         * handed to the next daemon, so it is told to connect again (the
+         * library does, within its handshake time; under a socket unit it
+         * then waits in the backlog for the next daemon). */
+        session_fail(s, ESHUTDOWN, "logshardd is stopping (a restart?): connect again");
+        return;
+    }
     if (s->resume_wait) {
         /* Never welcomed: there is nothing to finish. */
         s->resume_wait = false;

@@ -149,6 +149,11 @@ typedef struct logshard_opts {
  *   handle to ask), such as -EUSERS (max_producers reached) or -EACCES
  *   (not on the daemon's access lists);
  *   -ECONNRESET the daemon closed the connection without answering;
+ *   -ESHUTDOWN the daemon was stopping when it took the connection (a
+ *              restart) and none took its place within the 30 seconds;
+ *              until then the library connects again by itself, so a
+ *              producer that starts during a restart under a socket unit
+ *              just waits;
  *   -ENOMEM    out of memory; or what getrandom(2) failed with.
  * A refusal the daemon sent and the same errno found locally (-EACCES,
  * -ETIMEDOUT) cannot be told apart here, and need not be: either way there

@@ -328,6 +328,36 @@ static void test_v1_daemon_fallback(void **state)
     assert_int_equal(p->nhellos, 2);
 }
 
+/* A daemon that stops just after accepting (a restart) answers ESHUTDOWN
+ * before WELCOME; the next daemon on the socket welcomes the producer, and
+ * logshard_connect() returns 0 as if nothing had happened. */
+static int script_stopping_at_connect(struct peer *p)
+{
+    PCHECK(peer_read_hello(p) == 0);
+    PCHECK(peer_send_error(p, ESHUTDOWN, "logshardd is stopping (a restart?): connect again") ==
+           0);
+    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0);
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 2) == 0);
+    PCHECK(peer_send_ack(p, 2) == 0);
+    return peer_expect_eof(p);
+}
+
+static void test_stopping_at_connect(void **state)
+{
+    struct peer *p = *state;
+    logshard *ls;
+
+    peer_start(p, script_stopping_at_connect, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "restarted", 0);
+    assert_int_equal(logshard_error(ls), 0);
+    append_range(ls, 0, 2);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
+    logshard_close(ls);
+    peer_join(p);
+    assert_int_equal(p->nhellos, 2);
+}
+
 /* A daemon that takes the version 2 HELLO but answers in version 1: the
  * WELCOME says what is spoken, so the handle speaks version 1. */
 static int script_v1_welcome(struct peer *p)
@@ -578,6 +608,7 @@ int main(void)
         PEER_TEST(test_resume_bad_position),
         PEER_TEST(test_daemon_stays_away),
         PEER_TEST(test_resume_refused_stale),
+        PEER_TEST(test_stopping_at_connect),
         PEER_TEST(test_v1_daemon_fallback),
         PEER_TEST(test_v1_welcome),
         PEER_TEST(test_no_reconnect_flag),

@@ -563,6 +563,29 @@ static void test_many_streams_bounded(void **state)
     wait_status_has(h, "\"resumed\":1,");
 }
 
+/* A connection accepted but not yet welcomed when the daemon starts to
+ * stop is told to connect again (ESHUTDOWN), not dropped without a word. */
+static void test_stopping_before_welcome(void **state)
+{
+    struct harness *h = *state;
+    struct raw c;
+    int status;
+
+    start(h, "batch");
+    memset(&c, 0, sizeof(c));
+    c.fd = harness_raw_connect(h->sock);
+    /* The admin socket answers once the daemon has accepted us: then the
+     * connection is a session waiting for its HELLO. */
+    wait_status_has(h, "\"connections_accepted\":1,");
+    assert_int_equal(kill(h->daemon, SIGTERM), 0);
+    raw_wait_end(&c);
+    assert_int_equal(c.error, ESHUTDOWN);
+    assert_non_null(strstr(c.message, "connect again"));
+    raw_close(&c);
+    status = harness_wait_exit(h, WAIT_MS);
+    harness_assert_clean_exit(status);
+}
+
 /* A version 1 client gets a version 1 WELCOME and counted ACKs. */
 static void test_version1_still_served(void **state)
 {
@@ -600,6 +623,8 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_window_expired, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_many_streams_bounded, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_stopping_before_welcome, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_version1_still_served, harness_setup,
                                         harness_teardown),
