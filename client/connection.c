@@ -363,6 +363,13 @@ static void handle_error(logshard *ls, const unsigned char *payload, size_t len)
         fail(ls, -EPROTO);
         return;
     }
+    /* A daemon that began to stop as our resumed HELLO reached it: the
+     * next one will take the stream, so this is one more lost connection,
+     * not the end of the handle. */
+    if (ls->state == CONN_RESUMING && code == ESHUTDOWN) {
+        ls->retry_now = true;
+        return;
+    }
     if (msg_len > WIRE_ERROR_MESSAGE_MAX)
         msg_len = WIRE_ERROR_MESSAGE_MAX;
     memcpy(ls->message, msg, msg_len);
@@ -397,7 +404,7 @@ static void parse_frames(logshard *ls)
 {
     size_t pos = 0;
 
-    while (ls->error == 0 && ls->in_used - pos >= WIRE_HEADER_SIZE) {
+    while (ls->error == 0 && !ls->retry_now && ls->in_used - pos >= WIRE_HEADER_SIZE) {
         struct wire_header h;
 
         if (wire_decode_header(ls->in + pos, IN_BUFFER_BYTES - WIRE_HEADER_SIZE, &h) < 0) {
@@ -411,6 +418,12 @@ static void parse_frames(logshard *ls)
     }
     if (ls->error)
         return;
+    if (ls->retry_now) {
+        ls->retry_now = false;
+        ls->in_used = 0; /* nothing more of this connection matters */
+        conn_lost(ls, -ESHUTDOWN);
+        return;
+    }
     memmove(ls->in, ls->in + pos, ls->in_used - pos);
     ls->in_used -= pos;
 }

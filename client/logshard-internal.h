@@ -93,6 +93,7 @@ struct logshard {
     int error; /* 0, or the negative errno every call now returns */
     enum logshard_error_origin error_origin;
     bool has_message;
+    bool retry_now; /* a resumed HELLO met a daemon that is stopping (ESHUTDOWN) */
 
     uint16_t version; /* the protocol spoken (WIRE_PROTOCOL_V1 or _V2) */
     bool nonblock;    /* LOGSHARD_NONBLOCK */

@@ -358,6 +358,47 @@ static void test_stopping_at_connect(void **state)
     assert_int_equal(p->nhellos, 2);
 }
 
+/* The resumed HELLO meets a daemon that is stopping (ESHUTDOWN): one
+ * more lost connection, and the next daemon takes the stream. */
+static int script_stopping_at_resume(struct peer *p)
+{
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 2) == 0);
+    PCHECK(peer_send_ack(p, 2) == 0);
+    PCHECK(peer_read_records(p, 5) == 0);
+    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0); /* hangs up with 2..4 unacknowledged */
+    PCHECK(peer_read_hello(p) == 0);
+    PCHECK(p->hello_first_position == 2);
+    PCHECK(peer_send_error(p, ESHUTDOWN, "logshardd is stopping (a restart?): connect again") ==
+           0);
+    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0);
+    PCHECK(peer_read_hello(p) == 0);
+    PCHECK(p->hello_first_position == 2);
+    p->welcome.next_position = 2;
+    PCHECK(peer_send_welcome(p) == 0);
+    PCHECK(peer_read_records(p, 5) == 0);
+    PCHECK(peer_send_ack(p, 5) == 0);
+    return peer_expect_eof(p);
+}
+
+static void test_stopping_at_resume(void **state)
+{
+    struct peer *p = *state;
+    logshard *ls;
+
+    peer_start(p, script_stopping_at_resume, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "restarted", 0);
+    append_range(ls, 0, 2);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
+    append_range(ls, 2, 3);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
+    assert_int_equal(logshard_error(ls), 0);
+    assert_int_equal(logshard_reconnects(ls), 1);
+    logshard_close(ls);
+    peer_join(p);
+    assert_int_equal(p->nhellos, 3);
+}
+
 /* A daemon that takes the version 2 HELLO but answers in version 1: the
  * WELCOME says what is spoken, so the handle speaks version 1. */
 static int script_v1_welcome(struct peer *p)
@@ -609,6 +650,7 @@ int main(void)
         PEER_TEST(test_daemon_stays_away),
         PEER_TEST(test_resume_refused_stale),
         PEER_TEST(test_stopping_at_connect),
+        PEER_TEST(test_stopping_at_resume),
         PEER_TEST(test_v1_daemon_fallback),
         PEER_TEST(test_v1_welcome),
         PEER_TEST(test_no_reconnect_flag),
