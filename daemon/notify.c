@@ -6,11 +6,24 @@
  * fired proves the loop turns, but a write path stuck in the kernel would
  * not stop it. So WATCHDOG=1 goes out only when the I/O layer has nothing in
  * flight or has completed something since the last ping; a write or sync
- * that hangs longer than the watchdog period lets systemd act. */
+ * that hangs longer than the watchdog period lets systemd act.
+ *
+ * The messages go out on a socket of their own that never blocks the loop:
+ * a supervisor that stops reading its notify socket (its queue holds a few
+ * datagrams) would otherwise stop the daemon in sendmsg(), deaf even to
+ * SIGTERM. A STATUS, WATCHDOG or EXTEND_TIMEOUT that finds the queue full
+ * is dropped (the next one says as much); READY, RELOADING and STOPPING,
+ * which a supervisor acts on, wait for room at most NOTIFY_WAIT_MS. */
 #include "notify.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +37,41 @@
 
 #define STATUS_PERIOD_MS 5000u
 #define STATUS_SOON_MS 100u
+#define NOTIFY_WAIT_MS 2000u
+
+/* One datagram to $NOTIFY_SOCKET (a path, or an abstract name written with
+ * a leading '@'); nothing without it. must_arrive: wait for room in the
+ * supervisor's queue, within NOTIFY_WAIT_MS, instead of dropping it. */
+__attribute__((format(printf, 2, 3))) static void notify_send(bool must_arrive,
+                                                               const char *fmt, ...)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct timeval tv = { .tv_sec = NOTIFY_WAIT_MS / 1000 };
+    char msg[1024];
+    size_t len;
+    va_list ap;
+    int fd;
+
+    if (!path || (path[0] != '/' && path[0] != '@') || (len = strlen(path)) >= sizeof(sa.sun_path))
+        return;
+    memcpy(sa.sun_path, path, len);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | (must_arrive ? 0 : SOCK_NONBLOCK), 0);
+    if (fd < 0)
+        return; /* nothing to tell the supervisor with; the daemon goes on */
+    if (must_arrive)
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    /* A full queue (EAGAIN), or no supervisor any more: the message is
+     * lost, which costs the supervisor a figure, never the daemon a turn. */
+    (void)sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (const struct sockaddr *)&sa,
+                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+    (void)close(fd);
+}
 
 static const char *backend_name(const struct daemon *d)
 {
@@ -66,7 +114,7 @@ static void send_status(struct daemon *d)
     char status[512];
 
     format_status(d, status, sizeof(status));
-    (void)sd_notifyf(0, "STATUS=%s", status);
+    notify_send(false, "STATUS=%s", status);
 }
 
 void notify_ready(struct daemon *d)
@@ -74,7 +122,7 @@ void notify_ready(struct daemon *d)
     char status[512];
 
     format_status(d, status, sizeof(status));
-    (void)sd_notifyf(0, "READY=1\nSTATUS=%s", status);
+    notify_send(true, "READY=1\nSTATUS=%s", status);
 }
 
 void notify_reloading(void)
@@ -82,18 +130,18 @@ void notify_reloading(void)
     struct timespec ts;
 
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    (void)sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=Reloading the configuration",
-                     (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+    notify_send(true, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=Reloading the configuration",
+                (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
 }
 
 void notify_stopping(const char *status)
 {
-    (void)sd_notifyf(0, "STOPPING=1\nSTATUS=%s", status);
+    notify_send(true, "STOPPING=1\nSTATUS=%s", status);
 }
 
 void notify_extend_timeout(uint64_t usec)
 {
-    (void)sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%" PRIu64, usec);
+    notify_send(false, "EXTEND_TIMEOUT_USEC=%" PRIu64, usec);
 }
 
 static void on_status_timer(uv_timer_t *h)
@@ -112,7 +160,7 @@ static void on_watchdog_timer(uv_timer_t *h)
     bool idle = !d->io || io_pending(d->io) == 0;
 
     if (idle || done != d->watchdog_last_completions)
-        (void)sd_notify(0, "WATCHDOG=1");
+        notify_send(false, "WATCHDOG=1");
     d->watchdog_last_completions = done;
 }
 

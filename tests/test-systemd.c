@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -294,10 +295,36 @@ static void test_socket_activation_wrong_type(void **state)
     free(listen_arg);
 }
 
+/* A supervisor that stops reading its notify socket (its queue holds a
+ * few datagrams) must not stop the daemon: the harness does not read it
+ * while 40 producers come and go, each bringing a STATUS soon after, and the
+ * daemon still answers the admin socket and stops at SIGTERM. Before the
+ * daemon's own non-blocking notify it hung in sendmsg() after about ten. */
+static void test_notify_reader_stalls(void **state)
+{
+    struct harness *h = *state;
+
+    harness_start(h, NULL);
+    for (int i = 0; i < 40; i++) {
+        struct timespec pause = { .tv_nsec = 120 * 1000000L }; /* a STATUS each */
+
+        assert_int_equal(connect_and_send(h, "stall", NULL), 0);
+        nanosleep(&pause, NULL);
+    }
+    {
+        struct harness_run r = harness_run_logctl(h, "status", "--admin-socket", h->admin_sock,
+                                                  NULL);
+        harness_expect_code(&r, 0, "logctl status while nobody reads the notify socket");
+        harness_run_free(&r);
+    }
+    harness_assert_running(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_notify_sequence, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notify_reader_stalls, harness_setup, teardown),
 #ifdef LOGSHARD_FAULT_INJECTION
         cmocka_unit_test_setup_teardown(test_watchdog_stops_when_writes_hang, harness_setup, teardown),
 #endif
