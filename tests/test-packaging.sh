@@ -162,6 +162,15 @@ boot_step() {
     seq 1 1000000 | ct runuser -u ls-producer -- logctl send --producer restart-load \
         >"$dir/restart-load.out" 2>&1 &
     local load=$!
+    # runuser inside the container can take longer to start the producer
+    # than two restarts take: wait (30 s at most) until its shard is open.
+    for i in $(seq 1 300); do
+        ct sh -c 'ls /var/lib/logshard/active/restart-load.*.tmp' >/dev/null 2>&1 && break
+        kill -0 "$load" 2>/dev/null || break
+        sleep 0.1
+    done
+    ct sh -c 'ls /var/lib/logshard/active/restart-load.*.tmp' >/dev/null 2>&1 ||
+        check "the producer under load did not open its shard within 30 s"
     for i in 1 2; do
         ct systemctl restart logshardd.service || check "systemctl restart $i under load failed"
     done
