@@ -42,6 +42,9 @@ struct key_spec {
 
 static const char *const fsync_policy_names[] = { "none", "interval", "batch", "always", NULL };
 static const char *const io_backend_names[] = { "auto", "uring", "threads", NULL };
+static const char *const ship_compression_names[] = { "none", "gzip", "snappy", "lz4", "zstd",
+                                                      NULL };
+static const char *const ship_on_shipped_names[] = { "keep", "delete", NULL };
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024ull)
@@ -90,6 +93,25 @@ static const struct key_spec keys[] = {
       4 * KIB, 1024 * GIB, NULL },
     { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
       365ull * 24 * 3600 * 1000, NULL },
+    { "ship", "brokers", KEY_STRING, offsetof(struct config, ship_brokers), 0, 0, NULL },
+    { "ship", "topic", KEY_STRING, offsetof(struct config, ship_topic), 0, 0, NULL },
+    { "ship", "progress_topic", KEY_STRING, offsetof(struct config, ship_progress_topic), 0, 0,
+      NULL },
+    { "ship", "transactional_id", KEY_STRING, offsetof(struct config, ship_transactional_id), 0,
+      0, NULL },
+    { "ship", "metrics_file", KEY_PATH, offsetof(struct config, ship_metrics_file), 0, 0, NULL },
+    { "ship", "transaction_records", KEY_COUNT,
+      offsetof(struct config, ship_transaction_records), 1, 10000000, NULL },
+    { "ship", "transaction_interval", KEY_DURATION_MS,
+      offsetof(struct config, ship_transaction_interval_ms), 1, 600000, NULL },
+    { "ship", "poll_interval", KEY_DURATION_MS, offsetof(struct config, ship_poll_interval_ms),
+      1, 60000, NULL },
+    { "ship", "compression", KEY_ENUM, offsetof(struct config, ship_compression), 0, 4,
+      ship_compression_names },
+    { "ship", "linger_ms", KEY_DURATION_MS, offsetof(struct config, ship_linger_ms), 0, 900000,
+      NULL },
+    { "ship", "on_shipped", KEY_ENUM, offsetof(struct config, ship_on_shipped), 0, 1,
+      ship_on_shipped_names },
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -122,7 +144,16 @@ int config_init(struct config *c)
     c->idle_timeout_ms = 60000;
     c->resume_window_ms = 3600ull * 1000;
     c->max_streams = 100000;
-    if (!c->spool || !c->socket_path || !c->admin_socket) {
+    c->ship_topic = strdup("logshard");
+    c->ship_progress_topic = strdup("logshard-ship-progress");
+    c->ship_transaction_records = 100000;
+    c->ship_transaction_interval_ms = 200;
+    c->ship_poll_interval_ms = 100;
+    c->ship_compression = SHIP_COMPRESSION_LZ4;
+    c->ship_linger_ms = 5;
+    c->ship_on_shipped = SHIP_KEEP;
+    if (!c->spool || !c->socket_path || !c->admin_socket || !c->ship_topic ||
+        !c->ship_progress_topic) {
         config_free(c);
         return -ENOMEM;
     }
@@ -139,6 +170,19 @@ void config_free(struct config *c)
     free(c->allowed_uids.ids);
     free(c->allowed_gids.ids);
     free(c->origin_file);
+    free(c->ship_brokers);
+    free(c->ship_topic);
+    free(c->ship_progress_topic);
+    free(c->ship_transactional_id);
+    free(c->ship_metrics_file);
+    for (size_t i = 0; i < c->ship_kafka.n; i++) {
+        free(c->ship_kafka.v[i].key);
+        free(c->ship_kafka.v[i].value);
+    }
+    free(c->ship_kafka.v);
+    c->ship_kafka = (struct config_kafka_list){ NULL, 0 };
+    c->ship_brokers = c->ship_topic = c->ship_progress_topic = NULL;
+    c->ship_transactional_id = c->ship_metrics_file = NULL;
     c->origin_file = NULL;
     c->socket_group = NULL;
     c->admin_socket = c->metrics_file = NULL;
@@ -160,9 +204,39 @@ static int dup_ids(struct config_id_list *dst, const struct config_id_list *src)
     return 0;
 }
 
+static int dup_string(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = strdup(src);
+    return *dst ? 0 : -ENOMEM;
+}
+
+static int dup_kafka(struct config_kafka_list *dst, const struct config_kafka_list *src)
+{
+    *dst = (struct config_kafka_list){ NULL, 0 };
+    if (!src->n)
+        return 0;
+    dst->v = calloc(src->n, sizeof(*dst->v));
+    if (!dst->v)
+        return -ENOMEM;
+    for (size_t i = 0; i < src->n; i++) {
+        dst->n++;
+        dst->v[i].line = src->v[i].line;
+        if (dup_string(&dst->v[i].key, src->v[i].key) < 0 ||
+            dup_string(&dst->v[i].value, src->v[i].value) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int config_copy(struct config *dst, const struct config *src)
 {
     *dst = *src;
+    dst->ship_brokers = dst->ship_topic = dst->ship_progress_topic = NULL;
+    dst->ship_transactional_id = dst->ship_metrics_file = NULL;
+    dst->ship_kafka = (struct config_kafka_list){ NULL, 0 };
     dst->spool = strdup(src->spool);
     dst->socket_path = strdup(src->socket_path);
     dst->socket_group = src->socket_group ? strdup(src->socket_group) : NULL;
@@ -175,7 +249,13 @@ int config_copy(struct config *dst, const struct config *src)
         (src->admin_socket && !dst->admin_socket) || (src->metrics_file && !dst->metrics_file) ||
         (src->origin_file && !dst->origin_file) ||
         dup_ids(&dst->allowed_uids, &src->allowed_uids) < 0 ||
-        dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0) {
+        dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0 ||
+        dup_string(&dst->ship_brokers, src->ship_brokers) < 0 ||
+        dup_string(&dst->ship_topic, src->ship_topic) < 0 ||
+        dup_string(&dst->ship_progress_topic, src->ship_progress_topic) < 0 ||
+        dup_string(&dst->ship_transactional_id, src->ship_transactional_id) < 0 ||
+        dup_string(&dst->ship_metrics_file, src->ship_metrics_file) < 0 ||
+        dup_kafka(&dst->ship_kafka, &src->ship_kafka) < 0) {
         config_free(dst);
         return -ENOMEM;
     }
@@ -600,7 +680,32 @@ static int handle_config_entry(void *user, const char *section, const char *name
         return 0;
     }
     k = lookup_key(section, name, ctx->why, sizeof(ctx->why));
+    if (!k && strcmp(section, "ship") == 0 && strchr(name, '.')) {
+        /* A librdkafka property: librdkafka itself judges it when the
+         * shipper starts, and its refusal names this line. */
+        for (size_t i = 0; i < ctx->c->ship_kafka.n; i++)
+            if (strcmp(ctx->c->ship_kafka.v[i].key, name) == 0 &&
+                ctx->c->ship_kafka.v[i].line != 0 &&
+                ctx->c->ship_kafka.v[i].line != CONFIG_ORIGIN_COMMAND_LINE) {
+                snprintf(ctx->why, sizeof(ctx->why), "key '%s' in [ship] already set on line %u",
+                         name, (unsigned)ctx->c->ship_kafka.v[i].line);
+                set_error(ctx, -EINVAL);
+                return 0;
+            }
+        r = config_set_kafka(ctx->c, name, value ? value : "", (uint32_t)ctx->line);
+        if (r < 0) {
+            snprintf(ctx->why, sizeof(ctx->why), "out of memory");
+            set_error(ctx, r);
+            return 0;
+        }
+        return 1;
+    }
     if (!k) {
+        if (strcmp(section, "ship") == 0)
+            snprintf(ctx->why, sizeof(ctx->why),
+                     "unknown key '%s' in section [ship] (a librdkafka property has a dot in "
+                     "its name, like linger.ms)",
+                     name);
         set_error(ctx, -ENOENT);
         return 0;
     }
@@ -633,6 +738,11 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
         snprintf(err, err_len, "%s: out of memory", path);
         return -ENOMEM;
     }
+    /* A librdkafka property set by an earlier file is not set by this one:
+     * its line no longer counts when this file sets it too. */
+    for (size_t i = 0; i < work.ship_kafka.n; i++)
+        if (work.ship_kafka.v[i].line != CONFIG_ORIGIN_COMMAND_LINE)
+            work.ship_kafka.v[i].line = 0;
     ctx.file = fopen(path, "re");
     if (!ctx.file) {
         int e = errno;
@@ -752,6 +862,42 @@ int config_check(const struct config *c, char *err, size_t err_len)
 const char *config_fsync_policy_name(enum fsync_policy p)
 {
     return (unsigned)p < 4 ? fsync_policy_names[p] : "unknown";
+}
+
+const char *config_ship_compression_name(enum ship_compression c)
+{
+    return c <= SHIP_COMPRESSION_ZSTD ? ship_compression_names[c] : "?";
+}
+
+int config_set_kafka(struct config *c, const char *key, const char *value, uint32_t line)
+{
+    struct config_kafka_setting *v;
+    char *k, *val;
+
+    if (!*key || !strchr(key, '.'))
+        return -EINVAL;
+    val = strdup(value);
+    if (!val)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->ship_kafka.n; i++)
+        if (strcmp(c->ship_kafka.v[i].key, key) == 0) {
+            free(c->ship_kafka.v[i].value);
+            c->ship_kafka.v[i].value = val;
+            c->ship_kafka.v[i].line = line;
+            return 0;
+        }
+    k = strdup(key);
+    v = realloc(c->ship_kafka.v, (c->ship_kafka.n + 1) * sizeof(*v));
+    if (!k || !v) {
+        free(k);
+        free(val);
+        if (v)
+            c->ship_kafka.v = v;
+        return -ENOMEM;
+    }
+    v[c->ship_kafka.n++] = (struct config_kafka_setting){ k, val, line };
+    c->ship_kafka.v = v;
+    return 0;
 }
 
 const char *config_io_backend_name(enum io_backend b)

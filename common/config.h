@@ -11,7 +11,7 @@
 
 /* Room for the origins of every key (config_key_at); config.c asserts that
  * its table fits. */
-#define CONFIG_MAX_KEYS 32
+#define CONFIG_MAX_KEYS 64
 
 /* The origin of a key set by config_set outside of a file: the daemon's
  * command line. */
@@ -24,6 +24,29 @@ enum fsync_policy {
     FSYNC_INTERVAL = 1, /* ACK after the write; synced within fsync_interval */
     FSYNC_BATCH = 2,    /* ACK after an fdatasync that covers it; shared */
     FSYNC_ALWAYS = 3,   /* ACK after an fdatasync of its own frame */
+};
+
+/* What logctl ship does with a sealed shard once every record of it is
+ * committed to Kafka (docs/SHIP.md). */
+enum ship_on_shipped {
+    SHIP_KEEP = 0,  /* leave it for logctl merge (which then may delete it) */
+    SHIP_DELETE = 1 /* delete it, its stream positions recorded first */
+};
+
+enum ship_compression {
+    SHIP_COMPRESSION_NONE = 0,
+    SHIP_COMPRESSION_GZIP = 1,
+    SHIP_COMPRESSION_SNAPPY = 2,
+    SHIP_COMPRESSION_LZ4 = 3,
+    SHIP_COMPRESSION_ZSTD = 4,
+};
+
+/* One librdkafka property of [ship] ("linger.ms = 20"), passed through to
+ * the producer as it is, and where it was set, for librdkafka's refusal. */
+struct config_kafka_setting {
+    char *key;
+    char *value;
+    uint32_t line; /* a line of origin_file, or CONFIG_ORIGIN_COMMAND_LINE */
 };
 
 enum io_backend {
@@ -70,6 +93,24 @@ struct config {
         size_t n;
     } allowed_uids, allowed_gids;
 
+    /* [ship]: logctl ship (docs/SHIP.md). Strings are NULL when unset. */
+    char *ship_brokers;             /* bootstrap servers, HOST:PORT[,...] */
+    char *ship_topic;               /* topic template: {producer}, {host} */
+    char *ship_progress_topic;      /* the progress topic (compacted) */
+    char *ship_transactional_id;    /* NULL: made once, kept in <spool>/ship/id */
+    char *ship_metrics_file;        /* the shipper's Prometheus file; NULL: none */
+    uint64_t ship_transaction_records; /* a commit every this many records */
+    uint64_t ship_transaction_interval_ms; /* or this long after the first */
+    uint64_t ship_poll_interval_ms; /* --follow: how often the spool is looked at */
+    uint64_t ship_compression;      /* enum ship_compression */
+    uint64_t ship_linger_ms;        /* librdkafka's linger.ms */
+    uint64_t ship_on_shipped;       /* enum ship_on_shipped */
+    /* Every other key of [ship] with a dot in it is a librdkafka property. */
+    struct config_kafka_list {
+        struct config_kafka_setting *v;
+        size_t n;
+    } ship_kafka;
+
     /* Where each value came from, so that a message about several keys
      * (config_check) can point at the lines to edit. Indexed like
      * config_key_at: 0 for the embedded default, a line number in
@@ -85,6 +126,13 @@ int config_id_list_contains(const struct config_id_list *l, uint32_t id);
 /* Names of enum values as the file spells them ("batch"), for messages. */
 const char *config_fsync_policy_name(enum fsync_policy p);
 const char *config_io_backend_name(enum io_backend b);
+const char *config_ship_compression_name(enum ship_compression c);
+
+/* Adds (or, for a key already there, replaces) a librdkafka property of
+ * [ship], as --set KEY=VALUE does; line as in struct config_kafka_setting.
+ * Returns 0, -EINVAL for an empty key or a key without a dot (every
+ * librdkafka property has one), or -ENOMEM. */
+int config_set_kafka(struct config *c, const char *key, const char *value, uint32_t line);
 
 /* Fills c with the embedded defaults. Returns 0 or -ENOMEM. */
 int config_init(struct config *c);

@@ -73,6 +73,14 @@ void assert_config_equal(const struct config *a, const struct config *b)
     assert_true(a->idle_timeout_ms == b->idle_timeout_ms);
     assert_string_equal(a->admin_socket, b->admin_socket);
     assert_true(a->metrics_interval_ms == b->metrics_interval_ms);
+    assert_string_equal(a->ship_topic, b->ship_topic);
+    assert_string_equal(a->ship_progress_topic, b->ship_progress_topic);
+    assert_true(a->ship_transaction_records == b->ship_transaction_records);
+    assert_true(a->ship_transaction_interval_ms == b->ship_transaction_interval_ms);
+    assert_true(a->ship_poll_interval_ms == b->ship_poll_interval_ms);
+    assert_true(a->ship_compression == b->ship_compression);
+    assert_true(a->ship_linger_ms == b->ship_linger_ms);
+    assert_true(a->ship_on_shipped == b->ship_on_shipped);
 }
 
 void assert_defaults(const struct config *c)
