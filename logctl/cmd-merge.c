@@ -171,6 +171,7 @@ static void print_merge_json(const struct merge_result *res, const struct merge_
     json_member_u64(&o, "records", res->records);
     json_member_u64(&o, "bytes", res->bytes);
     json_member_u64(&o, "deleted", res->deleted);
+    json_member_u64(&o, "not_shipped", res->not_shipped);
     json_member_bool(&o, "copy_fallback", res->used_fallback);
     json_key(&o, "sources");
     json_arr_begin(&o);
@@ -319,8 +320,12 @@ int logctl_merge(int argc, char **argv)
     problems = res.n_problems > 0;
     if (r == 0 && res.n_sources == 0) {
         printf("no %ssealed shards %sin %s/done; nothing merged, no file created\n",
-               problems ? "valid " : "", opts.producer || opts.before_ns ? "selected " : "",
+               problems ? "valid " : "",
+               opts.producer || opts.before_ns || res.not_shipped ? "selected " : "",
                opts.spool);
+        if (res.not_shipped)
+            printf("%zu shard%s not yet shipped to Kafka by logctl ship left in %s/done\n",
+                   res.not_shipped, res.not_shipped == 1 ? "" : "s", opts.spool);
         fflush(stdout);
         print_problems(&res, opts.spool);
         merge_result_free(&res);
@@ -346,6 +351,10 @@ int logctl_merge(int argc, char **argv)
     if (opts.delete_sources)
         printf("removed %zu merged shard%s from %s/done\n", res.deleted,
                res.deleted == 1 ? "" : "s", opts.spool);
+    if (res.not_shipped)
+        printf("%zu shard%s not yet shipped to Kafka by logctl ship left in %s/done for a "
+               "later merge\n",
+               res.not_shipped, res.not_shipped == 1 ? "" : "s", opts.spool);
     if (res.used_fallback)
         printf("note: copy_file_range(2) was not available here; copied with read/write\n");
     fflush(stdout);

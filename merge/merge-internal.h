@@ -51,6 +51,14 @@ void merge_source_release(struct merge_source *s);
 void merge_select_producer(struct merge_result *res, const struct merge_opts *opts);
 void merge_select_before(struct merge_result *res, const struct merge_opts *opts);
 
+/* With --delete on a shipped spool (<spool>/ship/progress exists): keeps
+ * only the sources every record of which logctl ship has committed, so
+ * that nothing is deleted before it is in Kafka (docs/SHIP.md); counts the
+ * others in res->not_shipped. A progress file that cannot be read fails
+ * the merge (nothing is then deleted). Returns 0 or a negative errno with
+ * res->error set. */
+int merge_select_shipped(int spool_fd, const char *spool, struct merge_result *res);
+
 /* Splits path into its directory and its last component, both new strings.
  * -EISDIR when the last component is empty, "." or "..". */
 int merge_split_output(const char *path, char **ret_dir, char **ret_base);

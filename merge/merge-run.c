@@ -243,6 +243,13 @@ int merge_run(const struct merge_opts *opts, struct merge_result *res)
     /* --before needs every record's time, which only the check pass read. */
     if (opts->before_ns)
         merge_select_before(res, opts);
+    /* Under the lock, so a shipper deleting shards waits for this merge
+     * and this merge reads a progress file that only ever grows. */
+    if (opts->delete_sources) {
+        r = merge_select_shipped(spool_fd, opts->spool, res);
+        if (r < 0)
+            return r;
+    }
     if (res->n_sources == 0)
         return 0;
     bytes_total = 0;

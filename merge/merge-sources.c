@@ -37,6 +37,7 @@
 
 #include "fileutil.h"
 #include "shard_order.h"
+#include "ship_progress.h"
 #include "spool_names.h"
 
 int merge_parse_source_name(const char *name, char *ret_producer, uint64_t *ret_id)
@@ -227,6 +228,42 @@ void merge_select_producer(struct merge_result *res, const struct merge_opts *op
 void merge_select_before(struct merge_result *res, const struct merge_opts *opts)
 {
     keep_sources(res, keep_before, opts);
+}
+
+int merge_select_shipped(int spool_fd, const char *spool, struct merge_result *res)
+{
+    _cleanup_free_ struct positions_entry *shipped = NULL;
+    const char *why = NULL;
+    size_t n_shipped = 0, n = 0;
+    int r;
+
+    r = ship_progress_load(spool_fd, &shipped, &n_shipped, &why);
+    if (r == -ENOENT)
+        return 0; /* not shipped: merge is the only one that deletes */
+    if (r < 0)
+        return merge_fail(res, r,
+                          "%s/%s/%s: cannot read what logctl ship has shipped: %s; nothing is "
+                          "deleted before that is known",
+                          spool, SHIP_DIR, SHIP_PROGRESS_FILE,
+                          r == -EBADMSG && why ? why : strerror(-r));
+    for (size_t i = 0; i < res->n_sources; i++) {
+        struct merge_source *s = &res->sources[i];
+        struct shard_header h = { .shard_id = s->id };
+
+        if (s->has_stream) {
+            h.version = SHARD_FORMAT_VERSION_STREAM;
+            memcpy(h.stream_id, s->stream_id, sizeof(h.stream_id));
+            h.first_position = s->first_position;
+        }
+        if (ship_progress_covers(shipped, n_shipped, &h, s->records)) {
+            res->sources[n++] = *s;
+        } else {
+            merge_source_release(s);
+            res->not_shipped++;
+        }
+    }
+    res->n_sources = n;
+    return 0;
 }
 
 /* ---- names a merge writes ---- */

@@ -124,7 +124,10 @@ struct merge_opts {
     const char *output;  /* NULL: <spool>/merged/merged-<UTC time, ns>Z.lsm */
     bool delete_sources; /* --delete: unlink the merged sources once the
                             output is durable, after writing the positions
-                            of their streams to <spool>/streams/ */
+                            of their streams to <spool>/streams/; on a
+                            spool that logctl ship ships (<spool>/ship/
+                            progress exists) only shards it has shipped
+                            whole are merged, the rest wait in done/ */
     bool force_fallback; /* skip copy_file_range (tests; odd filesystems) */
     /* Optional: called after every source was checked, before each one is
      * copied. A negative return aborts the merge with that error (e.g.
@@ -181,6 +184,9 @@ struct merge_result {
     uint64_t bytes;                /* bytes written */
     bool used_fallback;            /* the read/write copy was used */
     size_t deleted;                /* sources removed after publishing (--delete) */
+    size_t not_shipped;            /* --delete on a shipped spool: shards left
+                                      out because logctl ship has not yet
+                                      committed every record of them */
     char *positions_file;          /* the stream positions file written before
                                       removing sources, its name in
                                       <spool>/streams/; NULL when none was
