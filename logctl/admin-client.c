@@ -34,7 +34,7 @@ int logctl_exit_for_errno(int err)
 /* The daemon's settings as its config file has them. An explicit --config
  * must load; the default file is read only when it exists, and one that
  * cannot be read is reported and the built-in defaults are used. */
-static int load_config(const char *command, const char *path, struct config *ret)
+int logctl_load_config(const char *command, const char *path, struct config *ret)
 {
     const char *file = path ? path : LOGSHARD_DEFAULT_CONFIG;
     char err[1024];
@@ -78,7 +78,7 @@ static int chosen_or_configured(const char *command, const char *chosen, const c
         }
         return 0;
     }
-    r = load_config(command, config, &c);
+    r = logctl_load_config(command, config, &c);
     if (r != 0)
         return r;
     in_config = which == CONFIGURED_SPOOL ? &c.spool : &c.admin_socket;

@@ -71,6 +71,7 @@ static const struct command {
     { "rotate", logctl_rotate, "seal the shards being written now" },
     { "cat", logctl_cat, "print records of files or of the spool; follow new ones" },
     { "verify", logctl_verify, "check every header and record CRC of shard files" },
+    { "ship", logctl_ship, "produce the spool's records to Kafka exactly once" },
     { "merge", logctl_merge, "concatenate the sealed shards of a spool into one file" },
     { "send", logctl_send, "send the lines of standard input to logshardd as records" },
 };

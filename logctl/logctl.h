@@ -25,6 +25,7 @@ int logctl_status(int argc, char **argv);
 int logctl_ls(int argc, char **argv);
 int logctl_rotate(int argc, char **argv);
 int logctl_verify(int argc, char **argv);
+int logctl_ship(int argc, char **argv);
 
 /* ---- where things are (admin.c) ---- */
 
@@ -35,6 +36,14 @@ int logctl_verify(int argc, char **argv);
  * (LOGCTL_EXIT_USAGE when --config cannot be read) after saying why. */
 int logctl_admin_socket(const char *command, const char *option, const char *config,
                         char **ret);
+
+/* The daemon's settings as its config file has them: --config (path, NULL
+ * for the default file, read only when it exists) over the built-in
+ * defaults. Returns 0 with *ret filled (config_free it), or an exit status
+ * after saying why (LOGCTL_EXIT_USAGE when an explicit file cannot be
+ * read). */
+struct config;
+int logctl_load_config(const char *command, const char *path, struct config *ret);
 
 /* The spool: --spool (option), else [daemon] spool of the config file,
  * else the built-in default. Same returns as logctl_admin_socket. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of common/fuzz and merge/fuzz with clang,
+# Builds the libFuzzer targets of common/fuzz, merge/fuzz and ship/fuzz with clang,
 # ASan and UBSan, replays every input of their corpora, then fuzzes each
 # target for a bounded time. Exits non-zero when any input crashes, leaks,
 # trips a sanitizer, times out or breaks a contract the target checks; the
@@ -9,7 +9,7 @@
 #   bash scripts/fuzz.sh --seconds 600        longer
 #   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json,
 #                                             spool-names, stream-positions,
-#                                             merge-intent)
+#                                             merge-intent, ship-progress)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not to the
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config json spool-names stream-positions merge-intent)
+targets=(wire shard-reader config json spool-names stream-positions merge-intent ship-progress)
 seconds=60
 replay_only=false
 build=build-fuzz
@@ -47,7 +47,7 @@ fi
 # The folder of a target: the fuzz/ folder whose corpus/ has its name.
 fuzz_dir() {
   local d
-  for d in common/fuzz merge/fuzz; do
+  for d in common/fuzz merge/fuzz ship/fuzz; do
     if [ -d "$d/corpus/$1" ]; then
       echo "$d"
       return 0
@@ -57,7 +57,7 @@ fuzz_dir() {
 }
 for t in "${targets[@]}"; do
   if ! fuzz_dir "$t" >/dev/null; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, merge-intent)" >&2
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, merge-intent, ship-progress)" >&2
     exit 2
   fi
 done

@@ -7,11 +7,13 @@ set -euo pipefail
 packages=(
   build-essential meson ninja-build pkg-config
   libuv1-dev liburing-dev libinih-dev libsystemd-dev
+  librdkafka-dev  # logctl ship
 )
 if [ "${1:-}" = --tests ]; then
   packages+=(
     libcmocka-dev  # the unit and integration tests
     systemd python3  # systemd-socket-activate, systemd-analyze; the fuzz seeds
+    kcat  # tests/test-ship*: the consumer that reads what logctl ship produced
     valgrind  # tests/test-limits.c runs a producer under it
     prometheus  # promtool: tests/test-admin-metrics.c checks the metrics file with it
     e2fsprogs  # mkfs.ext4: tests/test-diskfull.c fills a small ext4 loop device

@@ -1,0 +1,89 @@
+/* logctl ship as a library (docs/SHIP.md): every record of a spool
+ * produced to Kafka exactly once, by a transactional librdkafka producer
+ * whose transactions also carry the progress (which position of which
+ * stream is shipped) to a progress topic. At start the progress is read
+ * back with read_committed, and so is every record of ours written after
+ * it, so that whatever a read_committed consumer already sees is never
+ * produced again.
+ *
+ * The files: ship-run.c (the lock, the loop: what to ship, transactions,
+ * what happens on each kind of error), ship-kafka.c (the producer and its
+ * transactions), ship-readback.c (reading the progress and the records
+ * back), ship-message.c (the progress messages' keys, and their parser), ship-spool.c (the table of streams and how far each is shipped,
+ * and the spool's shards in each stream's order, read from the first
+ * unshipped position), ship-status.c (the status file and the Prometheus
+ * metrics). ship-internal.h is what they share.
+ *
+ * The module does not print: it reports through the hooks given to it.
+ * Functions return 0 or a negative errno. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "wire.h"
+
+/* An active shard as the daemon reports it (logctl ls): its file in
+ * active/ and how many of its records are acknowledged, which is what the
+ * fsync policy promises durable. */
+struct ship_active_shard {
+    char file[300];         /* the name in active/ */
+    uint64_t records_acked;
+    uint64_t last_ns;       /* receive time of its newest record; 0: none */
+};
+
+enum ship_log_level {
+    SHIP_LOG_ERROR = 3,
+    SHIP_LOG_WARNING = 4,
+    SHIP_LOG_NOTICE = 5,
+    SHIP_LOG_INFO = 6,
+};
+
+struct ship_hooks {
+    /* Every line the shipper has for its operator. */
+    void (*log)(void *arg, enum ship_log_level level, const char *message);
+    /* --follow only: the active shards of the running daemon. Returns 0
+     * with a new array (free() it), or a negative errno when the daemon
+     * cannot be asked (only sealed shards are shipped then). */
+    int (*list_active)(void *arg, struct ship_active_shard **ret_v, size_t *ret_n);
+    /* Whether to stop: checked between records and while waiting; the
+     * open transaction is then committed and ship_run returns 0. */
+    bool (*should_stop)(void *arg);
+    /* For sd_notify: state is "READY=1", "STATUS=...", "WATCHDOG=1" or
+     * "STOPPING=1". May be NULL. */
+    void (*notify)(void *arg, const char *state);
+    void *arg;
+};
+
+struct ship_opts {
+    const struct config *config; /* the [ship] section and [daemon] spool */
+    const char *spool;
+    bool follow;        /* go on shipping what arrives, until should_stop */
+    /* Tests only: called at each point named in ship-run.c's enum
+     * ship_step, e.g. to be killed there. May be NULL. */
+    void (*at_step)(int step, void *arg);
+};
+
+/* Ships. Without follow: every record of every sealed shard not yet
+ * shipped, committed, then returns 0. With follow: the acknowledged
+ * records of active shards too, until should_stop. Returns 0, or a
+ * negative errno after logging why: -EBUSY when another shipper holds the
+ * spool's lock, -EINVAL for settings librdkafka refuses (named with their
+ * config line), -EPERM when this shipper was fenced by another with the
+ * same transactional.id, or the error that stopped it. */
+int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks);
+
+/* Whether the [ship] settings can work: brokers given, and librdkafka
+ * takes every property (a refused one is named with its config line).
+ * Returns 0, or -EINVAL with the reason in err. */
+int ship_check_settings(const struct config *config, char *err, size_t err_len);
+
+/* The transactional.id for the spool: [ship] transactional_id when set,
+ * else the one kept in <spool>/ship/id, made there on first use from the
+ * host name and a random part when create is true. Returns 0 with a new
+ * string (free() it), -ENOENT when there is none and create is false, or
+ * a negative errno. */
+int ship_transactional_id(const struct config *config, const char *spool, bool create,
+                          char **ret);
