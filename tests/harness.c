@@ -681,3 +681,27 @@ void harness_expect_in(const char *text, const char *needle, const char *what)
     if (!strstr(text, needle))
         fail_msg("%s: \"%s\" not in:\n%s", what, needle, text);
 }
+
+/* ---- chance with a printed seed ---- */
+
+static uint64_t rng_state = 1;
+
+void harness_seed_rng(void)
+{
+    const char *env = getenv("LOGSHARD_TEST_SEED");
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rng_state = env ? strtoull(env, NULL, 10) : (uint64_t)ts.tv_nsec | 1;
+    if (rng_state == 0)
+        rng_state = 1; /* xorshift never leaves 0 */
+    fprintf(stderr, "seed: LOGSHARD_TEST_SEED=%" PRIu64 "\n", rng_state);
+}
+
+uint64_t harness_rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}

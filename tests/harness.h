@@ -154,6 +154,15 @@ uint32_t harness_raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_
  * size. */
 size_t harness_encode_append(unsigned char *out, const char *const *recs, size_t n);
 
+/* ---- chance with a printed seed ---- */
+
+/* Seeds the tests' pseudo-random numbers from LOGSHARD_TEST_SEED, else
+ * from the clock, and prints the seed as "seed: LOGSHARD_TEST_SEED=N", so
+ * a failing run can make the same choices again. */
+void harness_seed_rng(void);
+/* The next pseudo-random number (xorshift64). */
+uint64_t harness_rng_next(void);
+
 /* Environment: the binaries under test. */
 const char *harness_logshardd(void);
 const char *harness_logctl(void);

@@ -83,27 +83,6 @@ static void test_policies(void **state)
     }
 }
 
-/* A pseudo-random number generator with a printed seed, so a failing round
- * can be replayed. */
-static uint64_t rng_state;
-static uint64_t rng_next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static void seed_rng(void)
-{
-    const char *env = getenv("LOGSHARD_TEST_SEED");
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    rng_state = env ? strtoull(env, NULL, 10) : (uint64_t)ts.tv_nsec | 1;
-    fprintf(stderr, "seed: LOGSHARD_TEST_SEED=%" PRIu64 "\n", rng_state);
-}
-
 /* kill -9 of the daemon at a random moment under load from several
  * producers, then restart (recovery) and, at the end, merge: every
  * acknowledged record is there exactly once and in order. */
@@ -122,7 +101,7 @@ static void kill_rounds(struct harness *h, const char *policy, int rounds)
     for (int round = 0; round < rounds; round++) {
         pid_t pids[PRODUCERS];
         struct timespec delay;
-        uint64_t ms = 5 + rng_next() % 120;
+        uint64_t ms = 5 + harness_rng_next() % 120;
 
         harness_start(h, extra);
         for (int p = 0; p < PRODUCERS; p++) {
@@ -166,13 +145,13 @@ static void kill_rounds(struct harness *h, const char *policy, int rounds)
 
 static void test_kill9_batch(void **state)
 {
-    seed_rng();
+    harness_seed_rng();
     kill_rounds(*state, "batch", 12);
 }
 
 static void test_kill9_always(void **state)
 {
-    seed_rng();
+    harness_seed_rng();
     kill_rounds(*state, "always", 10);
 }
 
@@ -180,7 +159,7 @@ static void test_kill9_always(void **state)
  * process); what is checked is that nothing is corrupt or repeated. */
 static void test_kill9_none(void **state)
 {
-    seed_rng();
+    harness_seed_rng();
     kill_rounds(*state, "none", 3);
 }
 
@@ -188,7 +167,7 @@ static void test_kill9_interval(void **state)
 {
     struct harness *h = *state;
 
-    seed_rng();
+    harness_seed_rng();
     harness_write_config(h, "[sync]\nfsync_interval = 10ms\n");
     kill_rounds(h, "interval", 3);
 }

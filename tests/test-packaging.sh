@@ -248,9 +248,58 @@ boot_step() {
     fi
     echo "  live exposure: $(ct systemd-analyze security logshardd.service 2>/dev/null | grep 'Overall exposure' | sed 's/^→ *//')"
 
+    # The shipper: without brokers its ExecCondition skips it (not failed);
+    # with them (librdkafka's mock cluster on the host, whose network the
+    # container shares) it ships what a producer sends, under its unit.
+    ct systemctl start logshard-ship.service 2>/dev/null || true
+    if ct systemctl is-failed -q logshard-ship.service; then
+        check "logshard-ship.service failed without brokers instead of being skipped"
+    else
+        echo "  logshard-ship.service without [ship] brokers: skipped ($(ct systemctl show -P ActiveState logshard-ship.service))"
+    fi
+    if [ -n "${KAFKA_MOCK:-}" ] && [ -n "${KCAT:-}" ]; then
+        local mock_out=$dir/kafka-mock.out brokers="" n=0
+        mkfifo "$dir/kafka-mock.in"
+        "$KAFKA_MOCK" --brokers 1 <"$dir/kafka-mock.in" >"$mock_out" 2>"$dir/kafka-mock.err" &
+        local mock=$!
+        exec {mock_in}>"$dir/kafka-mock.in"
+        for i in $(seq 1 100); do
+            brokers=$(head -1 "$mock_out" 2>/dev/null)
+            [ -n "$brokers" ] && break
+            sleep 0.1
+        done
+        printf '\n[ship]\nbrokers = %s\ntopic = boot.{producer}\n' "$brokers" |
+            ct tee -a /etc/logshard/logshard.conf >/dev/null
+        ct systemctl start logshard-ship.service || check "logshard-ship.service did not start"
+        send ls-producer shipped 500 || check "sending to be shipped failed"
+        for i in $(seq 1 300); do
+            n=$("$KCAT" -C -b "$brokers" -t boot.shipped -e -q -X isolation.level=read_committed \
+                2>/dev/null | wc -l)
+            [ "$n" -ge 500 ] && break
+            sleep 0.2
+        done
+        if [ "$n" = 500 ]; then
+            echo "  logshard-ship.service shipped the 500 records of a producer to Kafka (read_committed: $n)"
+        else
+            check "logshard-ship.service: $n of 500 records in Kafka"
+            ct journalctl -q -u logshard-ship.service --no-pager | tail -20
+        fi
+        ct logctl ship --status >"$dir/ship-status.out" 2>&1 ||
+            check "logctl ship --status failed: $(cat "$dir/ship-status.out")"
+        ct systemctl stop logshard-ship.service
+        [ "$(ct systemctl show -P Result logshard-ship.service)" = success ] ||
+            check "stopping logshard-ship.service: $(ct systemctl show -P Result logshard-ship.service)"
+        echo "  live exposure of the shipper: $(ct systemd-analyze security logshard-ship.service 2>/dev/null | grep 'Overall exposure' | sed 's/^→ *//')"
+        exec {mock_in}>&-
+        wait "$mock" 2>/dev/null || true
+    else
+        echo "  no kafka-mock or kcat in this build: the shipper is not run under its unit"
+    fi
+
     if [ "$fails" -gt 0 ]; then
         echo "  --- journal of logshardd.service"
-        ct journalctl -q -u logshardd.service -u logshardd.socket --no-pager | tail -30
+        ct journalctl -q -u logshardd.service -u logshardd.socket -u logshard-ship.service \
+            --no-pager | tail -30
     fi
     stop_container
     [ "$fails" -eq 0 ]
@@ -432,12 +481,13 @@ for dir in /lib/systemd/system /usr/lib/systemd/system; do
 done
 cp "$(type -P kill)" "$R/bin/kill"
 verify_out=$(MANPATH="$D$LOGSHARD_MANDIR:" systemd-analyze verify --root="$R" \
-                 logshardd.socket logshardd.service 2>&1) || fail "systemd-analyze verify failed"
+                 logshardd.socket logshardd.service logshard-ship.service 2>&1) ||
+    fail "systemd-analyze verify failed"
 if [ -n "$verify_out" ]; then
     echo "$verify_out"
     fail "systemd-analyze verify had something to say about the units"
 else
-    note "logshardd.socket and logshardd.service verify without a warning (systemd $(systemd-analyze --version | awk 'NR == 1 { print $2 }'))"
+    note "logshardd.socket, logshardd.service and logshard-ship.service verify without a warning (systemd $(systemd-analyze --version | awk 'NR == 1 { print $2 }'))"
 fi
 step_done
 
@@ -545,6 +595,7 @@ else
     declare -A contents=(
         [logshard]="./usr/sbin/logshardd ./usr/bin/logctl ./etc/logshard/logshard.conf
                     ./lib/systemd/system/logshardd.service ./lib/systemd/system/logshardd.socket
+                    ./lib/systemd/system/logshard-ship.service ./usr/share/doc/logshard/SHIP.md
                     ./usr/lib/sysusers.d/logshard.conf ./usr/lib/tmpfiles.d/logshard.conf
                     ./usr/share/man/man8/logshardd.8.gz ./usr/share/man/man1/logctl.1.gz
                     ./usr/share/man/man5/logshard.conf.5.gz ./usr/share/doc/logshard/copyright
@@ -584,6 +635,9 @@ else
             fail "logshard.postinst does not run systemd-sysusers before systemd-tmpfiles"
         grep -q "deb-systemd-helper enable 'logshardd.socket'" "$T/deb/control/postinst" ||
             fail "logshard.postinst does not enable logshardd.socket"
+        # The shipper needs brokers first: installed, not enabled or started.
+        ! grep -q "enable 'logshard-ship.service'" "$T/deb/control/postinst" ||
+            fail "logshard.postinst enables logshard-ship.service, which has no brokers yet"
     fi
     if [ -x "$X/usr/sbin/logshardd" ] && [ -x "$X/usr/bin/logctl" ]; then
         v=$("$X/usr/sbin/logshardd" --version) || true

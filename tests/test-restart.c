@@ -36,16 +36,6 @@
 #define MAX_PRODUCERS 8u
 #define MAX_PAUSES 4096u
 
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 static uint64_t now_us(void)
 {
     struct timespec ts;
@@ -214,7 +204,7 @@ static void restart_rounds(struct harness *h, const char *policy, int sig,
         struct timespec delay;
         /* From just after READY (recovery and the stream scan just done,
          * producers reconnecting) to well into the stream. */
-        uint64_t ms = 2 + rng_next() % 100;
+        uint64_t ms = 2 + harness_rng_next() % 100;
         int status;
 
         delay.tv_sec = (time_t)(ms / 1000);
@@ -311,11 +301,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kill_batch_8, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_term_batch_8, harness_setup, harness_teardown),
     };
-    struct timespec ts;
-    const char *seed = getenv("LOGSHARD_TEST_SEED");
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    rng_state = seed ? strtoull(seed, NULL, 10) : ((uint64_t)ts.tv_nsec | 1);
-    fprintf(stderr, "seed: LOGSHARD_TEST_SEED=%" PRIu64 "\n", rng_state);
+    harness_seed_rng();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

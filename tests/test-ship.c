@@ -1,0 +1,545 @@
+/* logctl ship against librdkafka's mock cluster (the real Kafka protocol,
+ * in a process of its own), read back by kcat with
+ * isolation.level=read_committed: every record of the spool once, in order
+ * per producer, with its key, timestamp and headers; a shipper killed with
+ * SIGKILL at random moments and started again duplicates and loses
+ * nothing; the brokers going away make it wait and say so; a second
+ * shipper on the spool is refused; merge --delete removes only what is
+ * shipped, also while both run; on_shipped = delete removes shipped shards
+ * and records their streams' positions; librdkafka's refusal of a setting
+ * names the setting.
+ *
+ * The kill moments come from harness_rng_next() (seed printed).
+ * LOGSHARD_SHIP_ROUNDS (default 12; 50 with LOGSHARD_TEST_HEAVY=1) sets the
+ * number of kills. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "kafka-fixture.h"
+#include "logshard.h"
+
+#define MAX_PRODUCERS 8u
+
+struct ship_test {
+    struct harness h;
+    struct kafka_mock m;
+};
+
+static int setup(void **state)
+{
+    struct ship_test *t = calloc(1, sizeof(*t));
+
+    assert_non_null(t);
+    harness_init(&t->h);
+    *state = t;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct ship_test *t = *state;
+
+    kafka_mock_stop(&t->m);
+    if (t->h.daemon > 0)
+        (void)harness_stop(&t->h, SIGKILL, 10000);
+    harness_cleanup(&t->h);
+    free(t);
+    return 0;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+
+    return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+/* ---- producers: applications written against <logshard.h> ---- */
+
+static void producer_main(const char *sock, const char *name, uint64_t count)
+{
+    logshard_opts opts = { .socket_path = sock, .producer = name };
+    logshard *ls = NULL;
+    char rec[64];
+    int r = logshard_connect(&ls, &opts);
+
+    for (uint64_t i = 0; r == 0 && i < count; i++) {
+        int len = snprintf(rec, sizeof(rec), "%s %012" PRIu64, name, i);
+
+        r = logshard_append(ls, rec, (size_t)len);
+        if (r == 0 && (i + 1) % 256 == 0)
+            r = logshard_flush(ls, -1);
+    }
+    if (r == 0)
+        r = logshard_flush(ls, -1);
+    if (ls)
+        logshard_close(ls);
+    _exit(r == 0 ? 0 : 1);
+}
+
+static pid_t spawn_producer(struct harness *h, const char *name, uint64_t count)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (process_reset_signals() < 0)
+            _exit(4);
+        producer_main(h->sock, name, count);
+    }
+    return pid;
+}
+
+static void wait_producers(const pid_t *pids, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        int status;
+
+        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            fail_msg("producer %u failed (status %d)", i, status);
+    }
+}
+
+static void produce(struct harness *h, const char *name, uint64_t count)
+{
+    pid_t pid = spawn_producer(h, name, count);
+
+    wait_producers(&pid, 1);
+}
+
+/* ---- what a read_committed consumer sees ---- */
+
+/* Checks topic logs.<name> for each producer: records 0 .. count - 1 of
+ * it, once each, in order, with key, headers and timestamp as
+ * documented. */
+static void expect_exactly_once(struct ship_test *t, char names[][32], unsigned n,
+                                uint64_t count)
+{
+    for (unsigned p = 0; p < n; p++) {
+        char topic[64], buf[128];
+        struct kafka_msg *v;
+        size_t got;
+        uint64_t next = 0, dup = 0, gaps = 0;
+
+        snprintf(topic, sizeof(topic), "logs.%s", names[p]);
+        got = kafka_consume(&t->m, topic, &v);
+        for (size_t i = 0; i < got; i++) {
+            size_t nl = strlen(names[p]);
+            uint64_t seq, pos;
+
+            if (strncmp(v[i].payload, names[p], nl) != 0 || v[i].payload[nl] != ' ')
+                fail_msg("%s: a record not of %s: '%s'", topic, names[p], v[i].payload);
+            seq = strtoull(v[i].payload + nl + 1, NULL, 10);
+            if (strcmp(v[i].key, names[p]) != 0)
+                fail_msg("%s: key '%s', expected the producer name", topic, v[i].key);
+            if (!kafka_header(&v[i], "logshard.position", buf, sizeof(buf)))
+                fail_msg("%s: no logshard.position header: %s", topic, v[i].headers);
+            pos = strtoull(buf, NULL, 10);
+            if (pos != seq)
+                fail_msg("%s: record %" PRIu64 " has position %" PRIu64, topic, seq, pos);
+            if (!kafka_header(&v[i], "logshard.producer", buf, sizeof(buf)) ||
+                strcmp(buf, names[p]) != 0 ||
+                !kafka_header(&v[i], "logshard.stream", buf, sizeof(buf)) || strlen(buf) != 32 ||
+                !kafka_header(&v[i], "logshard.uid", buf, sizeof(buf)) ||
+                !kafka_header(&v[i], "logshard.pid", buf, sizeof(buf)) ||
+                !kafka_header(&v[i], "logshard.shard", buf, sizeof(buf)))
+                fail_msg("%s: headers missing or wrong: %s", topic, v[i].headers);
+            if (v[i].timestamp_ms < 1700000000000ll)
+                fail_msg("%s: timestamp %" PRId64 " is not the receive time", topic,
+                         v[i].timestamp_ms);
+            if (seq < next)
+                dup++;
+            else if (seq > next)
+                gaps++;
+            if (seq >= next)
+                next = seq + 1;
+        }
+        kafka_msgs_free(v, got);
+        print_message("%s: %zu messages, next %" PRIu64 ", %" PRIu64 " duplicates, %" PRIu64
+                      " gaps\n",
+                      topic, got, next, dup, gaps);
+        if (dup || gaps || next != count || got != count)
+            fail_msg("%s: %zu messages for %" PRIu64 " records: %" PRIu64
+                     " duplicated, %" PRIu64 " gaps, ends at %" PRIu64,
+                     topic, got, count, dup, gaps, next);
+    }
+}
+
+static char *ship_log(struct ship_test *t)
+{
+    char *path = harness_path(t->h.dir, "ship.log");
+    size_t len;
+    char *text;
+
+    if (access(path, F_OK) != 0) {
+        free(path);
+        return strdup("");
+    }
+    text = harness_slurp(path, &len);
+    free(path);
+    return text;
+}
+
+static int run_ship(struct ship_test *t, const char *const *extra)
+{
+    int status = ship_wait(ship_spawn(&t->h, &t->m, extra), 120000);
+
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static const char *const logs_topic[] = { "--topic", "logs.{producer}", NULL };
+
+/* ---- the tests ---- */
+
+/* Sealed shards of three producers: shipped once, with every field; a
+ * second run ships nothing more. */
+static void test_ship_sealed(void **state)
+{
+    struct ship_test *t = *state;
+    char names[3][32] = { "web", "db", "cron.daily" };
+    char *log;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    for (unsigned p = 0; p < 3; p++)
+        produce(&t->h, names[p], 3000);
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    expect_exactly_once(t, names, 3, 3000);
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    expect_exactly_once(t, names, 3, 3000);
+    log = ship_log(t);
+    harness_expect_in(log, "shipped 9000 records", "the first run's summary");
+    harness_expect_in(log, "shipped 0 records", "the second run's summary");
+    free(log);
+}
+
+/* The shipper killed at random moments while producers append and the
+ * daemon runs; each time started again. Then the rest: exactly once. */
+static void test_ship_kill_rounds(void **state)
+{
+    struct ship_test *t = *state;
+    uint64_t rounds = env_u64("LOGSHARD_SHIP_ROUNDS", getenv("LOGSHARD_TEST_HEAVY") ? 50 : 12);
+    uint64_t count = 30000;
+    char names[4][32] = { "alpha", "beta", "gamma", "delta" };
+    const char *follow[] = { "--topic", "logs.{producer}", "--follow", "--set",
+                             "transaction_records=700", NULL };
+    pid_t pids[4];
+
+    /* Small shards: many roll-overs and seals while the shipper follows. */
+    harness_write_config(&t->h, "[shard]\nmax_shard_bytes = 64K\n");
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    for (unsigned p = 0; p < 4; p++)
+        pids[p] = spawn_producer(&t->h, names[p], count);
+    for (uint64_t r = 0; r < rounds; r++) {
+        pid_t ship = ship_spawn(&t->h, &t->m, follow);
+        uint64_t ms = 300 + harness_rng_next() % 1500;
+        int status;
+
+        usleep((useconds_t)ms * 1000u); /* the kill moment, not a wait */
+        kill(ship, SIGKILL);
+        status = ship_wait(ship, 30000);
+        if (!WIFSIGNALED(status)) {
+            char *log = ship_log(t);
+
+            fail_msg("round %" PRIu64 ": logctl ship ended before the kill (status %d): %s", r,
+                     status, log);
+        }
+    }
+    wait_producers(pids, 4);
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    expect_exactly_once(t, names, 4, count);
+}
+
+struct file_cond {
+    const char *path;
+    const char *needle;
+};
+
+static bool file_has(void *arg)
+{
+    struct file_cond *c = arg;
+    char buf[8192];
+    ssize_t n;
+    int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return false;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return !c->needle || strstr(buf, c->needle) != NULL;
+}
+
+/* A second shipper on the same spool is refused at once, naming the
+ * first; nothing is duplicated. */
+static void test_ship_second_refused(void **state)
+{
+    struct ship_test *t = *state;
+    char names[1][32] = { "solo" };
+    const char *follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    struct file_cond cond = { status_path, "\"lag_records\":0" };
+    pid_t first;
+    char *log;
+
+    kafka_mock_start(&t->m, 1);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 1000);
+    first = ship_spawn(&t->h, &t->m, follow);
+    assert_true(harness_wait_for(file_has, &cond, 60000));
+    assert_int_equal(run_ship(t, logs_topic), 2);
+    log = ship_log(t);
+    harness_expect_in(log, "another logctl ship", "the second shipper's refusal");
+    free(log);
+    kill(first, SIGTERM);
+    assert_true(WIFEXITED(ship_wait(first, 30000)));
+    expect_exactly_once(t, names, 1, 1000);
+    free(status_path);
+}
+
+/* The brokers all go away while shipping: the shipper waits and says so
+ * in its status, then ships everything once they are back. */
+static void test_ship_broker_outage(void **state)
+{
+    struct ship_test *t = *state;
+    char names[2][32] = { "north", "south" };
+    const char *follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    struct file_cond waiting = { status_path, "waiting for the brokers" };
+    struct file_cond caught_up = { status_path, "\"lag_records\":0," };
+    pid_t pid, ship;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 2000);
+    ship = ship_spawn(&t->h, &t->m, follow);
+    assert_true(harness_wait_for(file_has, &caught_up, 60000));
+    for (int b = 1; b <= 3; b++)
+        kafka_mock_command(&t->m, "down %d", b);
+    pid = spawn_producer(&t->h, names[1], 5000);
+    if (!harness_wait_for(file_has, &waiting, 90000)) {
+        char *log = ship_log(t);
+
+        fail_msg("the status never said it waits for the brokers: %s", log);
+    }
+    for (int b = 1; b <= 3; b++)
+        kafka_mock_command(&t->m, "up %d", b);
+    wait_producers(&pid, 1);
+    kill(ship, SIGTERM);
+    assert_true(WIFEXITED(ship_wait(ship, 120000)));
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    {
+        char one[1][32] = { "north" }, two[1][32] = { "south" };
+
+        expect_exactly_once(t, one, 1, 2000);
+        expect_exactly_once(t, two, 1, 5000);
+    }
+    {
+        char *log = ship_log(t);
+
+        harness_expect_in(log, "waiting for the brokers", "the log of the outage");
+        harness_expect_in(log, "the brokers answer again", "the log of the return");
+        free(log);
+    }
+    free(status_path);
+}
+
+static size_t count_lines_with(const char *text, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* logctl cat of every merged file of <spool>/merged/ and of what is left
+ * in done/ (merged into one more file first). */
+static char *cat_merged_and_done(struct harness *h, size_t *ret_len)
+{
+    char *merged_dir = harness_path(h->spool, "merged");
+    char *out = harness_path(h->dir, "cat-all.out");
+    const char *argv[256] = { harness_logctl(), "cat" };
+    char *names[250];
+    size_t n = 2, k = 0;
+    struct harness_run r;
+    struct dirent *de;
+    DIR *d;
+    char *text;
+    int status;
+
+    r = harness_run_logctl(h, "merge", "--spool", h->spool, NULL);
+    harness_expect_code(&r, 0, "the last merge");
+    harness_run_free(&r);
+    d = opendir(merged_dir);
+    assert_non_null(d);
+    while ((de = readdir(d)) && k < 250) {
+        size_t len = strlen(de->d_name);
+
+        if (len > 4 && strcmp(de->d_name + len - 4, ".lsm") == 0)
+            argv[n++] = names[k++] = harness_path(merged_dir, de->d_name);
+    }
+    closedir(d);
+    argv[n] = NULL;
+    status = harness_run(argv, out, NULL, 120000);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    text = harness_slurp(out, ret_len);
+    for (size_t i = 0; i < k; i++)
+        free(names[i]);
+    free(out);
+    free(merged_dir);
+    return text;
+}
+
+/* merge --delete on a shipped spool merges only shipped shards, and says
+ * how many it left; merge and ship racing delete nothing unshipped. */
+static void test_ship_merge_delete(void **state)
+{
+    struct ship_test *t = *state;
+    char names[2][32] = { "first", "second" };
+    struct harness_run r;
+    char *text;
+    size_t len;
+
+    kafka_mock_start(&t->m, 1);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 1000);
+    r = harness_run_logctl(&t->h, "rotate", "--admin-socket", t->h.admin_sock, NULL);
+    harness_run_free(&r);
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    produce(&t->h, names[1], 1000);
+    r = harness_run_logctl(&t->h, "rotate", "--admin-socket", t->h.admin_sock, NULL);
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 2);
+    r = harness_run_logctl(&t->h, "merge", "--spool", t->h.spool, "--delete", NULL);
+    harness_expect_code(&r, 0, "merge --delete");
+    harness_expect_in(r.out, "1 shard not yet shipped", "merge's note of what it left");
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 1);
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    r = harness_run_logctl(&t->h, "merge", "--spool", t->h.spool, "--delete", NULL);
+    harness_expect_code(&r, 0, "merge --delete after shipping");
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 0);
+
+    /* The race: a follower ships while merges delete, shard after shard. */
+    {
+        const char *follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
+        char more[1][32] = { "third" };
+        pid_t ship = ship_spawn(&t->h, &t->m, follow);
+        pid_t prod = spawn_producer(&t->h, more[0], 20000);
+
+        for (int i = 0; i < 20; i++) {
+            r = harness_run_logctl(&t->h, "rotate", "--admin-socket", t->h.admin_sock, NULL);
+            harness_run_free(&r);
+            r = harness_run_logctl(&t->h, "merge", "--spool", t->h.spool, "--delete", NULL);
+            if (r.code != 0 && !strstr(r.err, "another merge"))
+                harness_expect_code(&r, 0, "merge --delete racing the shipper");
+            harness_run_free(&r);
+        }
+        wait_producers(&prod, 1);
+        kill(ship, SIGTERM);
+        assert_true(WIFEXITED(ship_wait(ship, 60000)));
+        harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+        assert_int_equal(run_ship(t, logs_topic), 0);
+        expect_exactly_once(t, more, 1, 20000);
+    }
+    /* And everything is in the spool's files once: merged ones and done/. */
+    text = cat_merged_and_done(&t->h, &len);
+    assert_int_equal(count_lines_with(text, "first "), 1000);
+    assert_int_equal(count_lines_with(text, "second "), 1000);
+    assert_int_equal(count_lines_with(text, "third "), 20000);
+    free(text);
+}
+
+/* on_shipped = delete: shipped shards leave done/, their streams'
+ * positions go to streams/ first. */
+static void test_ship_on_shipped_delete(void **state)
+{
+    struct ship_test *t = *state;
+    char names[1][32] = { "gone" };
+    const char *extra[] = { "--topic", "logs.{producer}", "--set", "on_shipped=delete", NULL };
+
+    kafka_mock_start(&t->m, 1);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 1500);
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 1);
+    assert_int_equal(run_ship(t, extra), 0);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 0);
+    assert_true(harness_count_files(&t->h, "streams", ".pos") >= 1);
+    expect_exactly_once(t, names, 1, 1500);
+}
+
+/* Settings librdkafka refuses are named, with where they were set. */
+static void test_ship_bad_settings(void **state)
+{
+    struct ship_test *t = *state;
+    const char *bad_set[] = { "--set", "no.such.property=1", NULL };
+    char *log;
+
+    kafka_mock_start(&t->m, 1);
+    assert_int_equal(mkdir(t->h.spool, 0750), 0);
+    {
+        char *done = harness_path(t->h.spool, "done");
+
+        assert_int_equal(mkdir(done, 0750), 0);
+        free(done);
+    }
+    assert_int_equal(run_ship(t, bad_set), 1);
+    log = ship_log(t);
+    harness_expect_in(log, "--set: no.such.property = 1: librdkafka refuses it",
+                      "the refusal of --set");
+    free(log);
+    harness_write_config(&t->h, "[ship]\n# a comment\nlinger.ms = soon\n");
+    {
+        const char *with_config[] = { "--config", t->h.config, NULL };
+        char where[512];
+
+        assert_int_equal(run_ship(t, with_config), 1);
+        log = ship_log(t);
+        snprintf(where, sizeof(where), "%s:3: linger.ms = soon: librdkafka refuses it",
+                 t->h.config);
+        harness_expect_in(log, where, "the refusal of a config line");
+        free(log);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ship_sealed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_kill_rounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_second_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_broker_outage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_merge_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_on_shipped_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_bad_settings, setup, teardown),
+    };
+
+    harness_seed_rng();
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
