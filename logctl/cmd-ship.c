@@ -6,7 +6,7 @@
  * <spool>/ship/status.json.
  *
  * Exit status: 0 shipped (or stopped by SIGTERM/SIGINT), 1 failed, 2 usage
- * error or another shipper holds the spool. */
+ * error, or another shipper holds the spool or fenced this one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -347,7 +347,10 @@ int logctl_ship(int argc, char **argv)
     opts.follow = follow;
     r = ship_run(&opts, &hooks);
     config_free(&c);
-    if (r == -EBUSY)
+    /* Another shipper has the spool or the transactional id: starting
+     * again would only fence it in turn (logshard-ship.service does not
+     * restart on 2). */
+    if (r == -EBUSY || r == -EPERM)
         return LOGCTL_EXIT_USAGE;
     return r < 0 ? LOGCTL_EXIT_FAILURE : LOGCTL_EXIT_OK;
 }

@@ -49,8 +49,13 @@ typedef void (*ship_delivered_fn)(void *msg_opaque, int32_t partition, int64_t o
 int ship_kafka_conf(const struct config *c, bool producer, const char *txid, rd_kafka_conf_t *conf,
                     char *err, size_t err_len);
 
+/* librdkafka's own log lines (syslog levels), for the shipper's log. */
+typedef void (*ship_kafka_log_fn)(int level, const char *facility, const char *message,
+                                  void *arg);
+
 int ship_kafka_new(struct ship_kafka **ret, const struct config *c, const char *txid,
-                   ship_delivered_fn delivered, void *arg, char *err, size_t err_len);
+                   ship_delivered_fn delivered, ship_kafka_log_fn log, void *arg, char *err,
+                   size_t err_len);
 void ship_kafka_free(struct ship_kafka *k);
 
 enum ship_outcome ship_kafka_init_transactions(struct ship_kafka *k, int timeout_ms, char *err,

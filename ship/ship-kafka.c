@@ -11,6 +11,7 @@
 struct ship_kafka {
     rd_kafka_t *rk;
     ship_delivered_fn delivered;
+    ship_kafka_log_fn log;
     void *arg;
     uint64_t broker_errors;
     char last_broker_error[512];
@@ -23,6 +24,14 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     (void)rk;
     if (k->delivered)
         k->delivered(m->_private, m->partition, m->err ? -1 : m->offset, m->err, k->arg);
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    struct ship_kafka *k = rd_kafka_opaque(rk);
+
+    if (k && k->log)
+        k->log(level, fac, buf, k->arg);
 }
 
 static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -108,7 +117,8 @@ int ship_check_settings(const struct config *config, char *err, size_t err_len)
 }
 
 int ship_kafka_new(struct ship_kafka **ret, const struct config *c, const char *txid,
-                   ship_delivered_fn delivered, void *arg, char *err, size_t err_len)
+                   ship_delivered_fn delivered, ship_kafka_log_fn log, void *arg, char *err,
+                   size_t err_len)
 {
     struct ship_kafka *k = calloc(1, sizeof(*k));
     rd_kafka_conf_t *conf;
@@ -125,10 +135,12 @@ int ship_kafka_new(struct ship_kafka **ret, const struct config *c, const char *
         return r;
     }
     k->delivered = delivered;
+    k->log = log;
     k->arg = arg;
     rd_kafka_conf_set_opaque(conf, k);
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_log_cb(conf, on_log);
     k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why));
     if (!k->rk) {
         rd_kafka_conf_destroy(conf);

@@ -745,8 +745,10 @@ static int commit(struct shipper *s)
     if (o == SHIP_ABORT) {
         enum ship_outcome a;
 
-        say(s, SHIP_LOG_WARNING, "%s; aborting the transaction of %" PRIu64
-            " records, which are produced again", err, records);
+        say(s, SHIP_LOG_WARNING,
+            "%s; aborting the transaction of %" PRIu64
+            " records, which are produced again after a read-back",
+            err, records);
         backoff = BACKOFF_MIN_MS;
         while ((a = ship_kafka_abort(s->k, KAFKA_CALL_MS, err, sizeof(err))) == SHIP_RETRY) {
             set_waiting(s, true, err);
@@ -757,8 +759,11 @@ static int commit(struct shipper *s)
         }
         s->fig.transactions_aborted++;
         rewind_streams(s);
+        /* Read back before producing again: a cluster that shows aborted
+         * records to read_committed consumers (librdkafka's mock does)
+         * already has some of them, and they must not appear twice. */
         if (a == SHIP_OK)
-            return 0;
+            return RESTART;
         o = a;
     }
     say(s, SHIP_LOG_WARNING, "%s; the producer is made anew and the progress read back", err);
@@ -972,13 +977,31 @@ static int read_back(struct shipper *s)
 
 /* ---- one producer's life ---- */
 
+static void on_kafka_log(int level, const char *facility, const char *message, void *arg)
+{
+    struct shipper *s = arg;
+    enum ship_log_level l = level <= 3 ? SHIP_LOG_ERROR
+                            : level == 4 ? SHIP_LOG_WARNING
+                            : level == 5 ? SHIP_LOG_NOTICE
+                                         : SHIP_LOG_INFO;
+
+    /* Not through say(): librdkafka's lines are not the shipper's last
+     * error, its own judgement of each failure is. */
+    if (s->hooks->log) {
+        char line[1024];
+
+        snprintf(line, sizeof(line), "librdkafka: %s: %s", facility, message);
+        s->hooks->log(s->hooks->arg, l, line);
+    }
+}
+
 static int init_producer(struct shipper *s)
 {
     char err[512];
     int backoff = BACKOFF_MIN_MS, r;
     enum ship_outcome o;
 
-    r = ship_kafka_new(&s->k, s->c, s->txid, on_delivered, s, err, sizeof(err));
+    r = ship_kafka_new(&s->k, s->c, s->txid, on_delivered, on_kafka_log, s, err, sizeof(err));
     if (r < 0) {
         say(s, SHIP_LOG_ERROR, "%s", err);
         return r;
@@ -1070,11 +1093,15 @@ static int generation(struct shipper *s)
             if (o == SHIP_ABORT && s->in_txn) {
                 char err[512];
 
-                if (ship_kafka_abort(s->k, KAFKA_CALL_MS, err, sizeof(err)) == SHIP_OK) {
+                say(s, SHIP_LOG_WARNING,
+                    "aborting the transaction of %" PRIu64 " records, which are produced again "
+                    "after a read-back",
+                    s->txn_records);
+
+                /* As in commit(): aborted, then read back by a new
+                 * generation before anything is produced again. */
+                if (ship_kafka_abort(s->k, KAFKA_CALL_MS, err, sizeof(err)) == SHIP_OK)
                     s->fig.transactions_aborted++;
-                    rewind_streams(s);
-                    continue;
-                }
             }
             rewind_streams(s);
             return RESTART;
@@ -1201,12 +1228,16 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
     s.fig.state = "starting";
     s.rate_at_ns = now_monotonic_ns();
     for (;;) {
+        uint64_t committed = s.fig.transactions_committed;
+
         r = generation(&s);
         ship_kafka_free(s.k);
         s.k = NULL;
         if (r != RESTART)
             break;
-        restarts++;
+        /* Again at once after a generation that got something done; with
+         * backoff when they keep failing. */
+        restarts = s.fig.transactions_committed != committed ? 1 : restarts + 1;
         pause_ms(&s, restarts > 1 ? BACKOFF_MAX_MS : BACKOFF_MIN_MS);
     }
     if (r == -ECANCELED)

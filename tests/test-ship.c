@@ -292,6 +292,40 @@ static bool file_has(void *arg)
     return !c->needle || strstr(buf, c->needle) != NULL;
 }
 
+/* A figure of the running shipper's status file; -1 when it has none. */
+static int64_t status_figure(const char *path, const char *key)
+{
+    char buf[8192], needle[64];
+    const char *at;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    snprintf(needle, sizeof(needle), "\"%s\":", key);
+    at = strstr(buf, needle);
+    return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
+}
+
+struct shipped_cond {
+    const char *path;
+    int64_t records;
+};
+
+/* The follower has committed at least that many records and has no lag. */
+static bool has_shipped(void *arg)
+{
+    struct shipped_cond *c = arg;
+
+    return status_figure(c->path, "records_shipped") >= c->records &&
+           status_figure(c->path, "lag_records") == 0;
+}
+
 /* A second shipper on the same spool is refused at once, naming the
  * first; nothing is duplicated. */
 static void test_ship_second_refused(void **state)
@@ -364,6 +398,58 @@ static void test_ship_broker_outage(void **state)
         harness_expect_in(log, "the brokers answer again", "the log of the return");
         free(log);
     }
+    free(status_path);
+}
+
+/* Requests refused by the brokers while shipping, the kinds librdkafka
+ * retries by itself and one that fails a record for good (the transaction
+ * is aborted, read back and produced again): nothing lost, nothing twice. */
+static void test_ship_request_errors(void **state)
+{
+    struct ship_test *t = *state;
+    char names[2][32] = { "east", "west" };
+    const char *follow[] = { "--topic", "logs.{producer}", "--follow", "--set",
+                             "transaction_records=500", NULL };
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    struct file_cond caught_up = { status_path, "\"lag_records\":0," };
+    pid_t pids[2], ship;
+    char *log;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 1000);
+    ship = ship_spawn(&t->h, &t->m, follow);
+    assert_true(harness_wait_for(file_has, &caught_up, 60000));
+    kafka_mock_command(&t->m, "errors Produce 10 NOT_LEADER_FOR_PARTITION");
+    kafka_mock_command(&t->m, "errors AddPartitionsToTxn 3 CONCURRENT_TRANSACTIONS");
+    kafka_mock_command(&t->m, "errors EndTxn 2 COORDINATOR_NOT_AVAILABLE");
+    pids[0] = spawn_producer(&t->h, names[1], 20000);
+    kafka_mock_command(&t->m, "errors Produce 2 INVALID_RECORD");
+    pids[1] = spawn_producer(&t->h, "late", 3000);
+    wait_producers(pids, 2);
+    {
+        /* The follower itself gets through the errors and catches up. */
+        struct shipped_cond all = { status_path, 24000 };
+
+        if (!harness_wait_for(has_shipped, &all, 120000)) {
+            log = ship_log(t);
+            fail_msg("the follower did not ship all 24000 records within 120 s: %s", log);
+        }
+    }
+    kill(ship, SIGTERM);
+    assert_true(WIFEXITED(ship_wait(ship, 120000)));
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    {
+        char one[1][32] = { "east" }, two[1][32] = { "west" }, three[1][32] = { "late" };
+
+        expect_exactly_once(t, one, 1, 1000);
+        expect_exactly_once(t, two, 1, 20000);
+        expect_exactly_once(t, three, 1, 3000);
+    }
+    log = ship_log(t);
+    harness_expect_in(log, "aborting the transaction", "the abort after a refused record");
+    free(log);
     free(status_path);
 }
 
@@ -535,11 +621,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ship_kill_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_second_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_broker_outage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_request_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_merge_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_on_shipped_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_bad_settings, setup, teardown),
     };
 
     harness_seed_rng();
+    /* LOGSHARD_TEST_FILTER=test_ship_kill_rounds runs that one alone. */
+    if (getenv("LOGSHARD_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("LOGSHARD_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
