@@ -166,6 +166,11 @@ struct ship_sources {
     struct ship_source **v;
     size_t n, cap;
     struct ship_source **sorted;
+    /* v by shard id, open addressing; rebuilt at the end of each scan and
+     * kept up by add_source, so a spool of many shards costs one lookup a
+     * name, not a pass over the list. */
+    struct ship_source **by_id;
+    size_t n_by_id; /* slots: a power of two, at least twice n */
 };
 
 int ship_sources_new(struct ship_sources **ret)
@@ -193,15 +198,57 @@ void ship_sources_free(struct ship_sources *s)
     }
     free(s->v);
     free(s->sorted);
+    free(s->by_id);
     free(s);
+}
+
+static size_t id_slot(uint64_t shard_id, size_t n_slots)
+{
+    return (size_t)((shard_id * 0x9e3779b97f4a7c15ull) >> 20) & (n_slots - 1);
 }
 
 static struct ship_source *find_source(struct ship_sources *s, uint64_t shard_id)
 {
-    for (size_t i = 0; i < s->n; i++)
-        if (s->v[i]->shard_id == shard_id)
-            return s->v[i];
+    if (!s->n_by_id)
+        return NULL;
+    for (size_t j = id_slot(shard_id, s->n_by_id); s->by_id[j]; j = (j + 1) & (s->n_by_id - 1))
+        if (s->by_id[j]->shard_id == shard_id)
+            return s->by_id[j];
     return NULL;
+}
+
+/* Rebuilds by_id from v, with room for twice as many. */
+static int index_sources(struct ship_sources *s)
+{
+    size_t n = 64;
+
+    while (n < 4 * (s->n + 1))
+        n *= 2;
+    free(s->by_id);
+    s->by_id = calloc(n, sizeof(*s->by_id));
+    s->n_by_id = s->by_id ? n : 0;
+    if (!s->by_id)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->n; i++) {
+        size_t j = id_slot(s->v[i]->shard_id, n);
+
+        while (s->by_id[j])
+            j = (j + 1) & (n - 1);
+        s->by_id[j] = s->v[i];
+    }
+    return 0;
+}
+
+static int index_source(struct ship_sources *s, struct ship_source *src)
+{
+    size_t j;
+
+    if (2 * (s->n + 1) > s->n_by_id)
+        return index_sources(s);
+    for (j = id_slot(src->shard_id, s->n_by_id); s->by_id[j]; j = (j + 1) & (s->n_by_id - 1))
+        ;
+    s->by_id[j] = src;
+    return 0;
 }
 
 static struct ship_source *add_source(struct ship_sources *s)
@@ -371,12 +418,16 @@ int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,
         src->shard_id = sn.id;
         src->active = true;
         src->seen = true;
+        if (index_source(s, src) < 0)
+            return -ENOMEM;
         snprintf(src->name, sizeof(src->name), "%s", act[i].file);
         if (read_header(fd, &src->h) < 0) {
             /* Not even a header yet: nothing acknowledged in it either. */
             (void)close(fd);
             s->n--;
             free(src);
+            if (index_sources(s) < 0)
+                return -ENOMEM;
             continue;
         }
         src->fd = fd;
@@ -435,6 +486,11 @@ int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,
         }
         src->shard_id = sn.id;
         src->seen = true;
+        if (index_source(s, src) < 0) {
+            (void)close(fd);
+            closedir(d);
+            return -ENOMEM;
+        }
         snprintf(src->name, sizeof(src->name), "%s", de->d_name);
         r = read_sealed(fd, src);
         (void)close(fd);
@@ -468,6 +524,8 @@ int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,
         }
     }
     s->n = n;
+    if (index_sources(s) < 0)
+        return -ENOMEM;
     free(s->sorted);
     s->sorted = malloc((s->n ? s->n : 1) * sizeof(*s->sorted));
     if (!s->sorted)
@@ -502,6 +560,7 @@ void ship_sources_forget(struct ship_sources *s, struct ship_source *src)
             close_reader(src);
             free(src);
             s->v[i] = s->v[--s->n];
+            (void)index_sources(s); /* on failure find_source finds nothing: read again */
             break;
         }
     for (size_t i = 0; i < s->n + 1; i++)
