@@ -141,3 +141,23 @@ void base64_encode(const void *in, size_t n, char *out)
     }
     out[o] = '\0';
 }
+
+int decimal_parse_u64(const char *s, size_t len, bool canonical, uint64_t *ret)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 20 || (canonical && len > 1 && s[0] == '0'))
+        return -EBADMSG;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d;
+
+        if (s[i] < '0' || s[i] > '9')
+            return -EBADMSG;
+        d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -EBADMSG;
+        v = v * 10 + d;
+    }
+    *ret = v;
+    return 0;
+}

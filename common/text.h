@@ -1,4 +1,5 @@
-/* Text helpers for what logshard writes for other programs: UTF-8 checks
+/* Text helpers for what logshard writes for other programs: strict
+ * decimal numbers for the parsers of its own text files, UTF-8 checks
  * and encoding (the JSON writer and parser rely on them), base64 for opaque
  * payloads in --json output, and RFC 3339 times. Pure functions: no I/O,
  * no allocation, no logging. */
@@ -7,6 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- numbers ---- */
+
+/* The len bytes at s as a decimal number: digits only (no sign, no blank),
+ * at most UINT64_MAX; with canonical also no leading zero (but "0" itself),
+ * so that each number has one spelling. Returns 0 with *ret, or -EBADMSG. */
+int decimal_parse_u64(const char *s, size_t len, bool canonical, uint64_t *ret);
 
 /* ---- UTF-8 ---- */
 

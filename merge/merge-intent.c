@@ -28,6 +28,7 @@
  * none listed twice, and sizes that add up. It never allocates more than the text
  * could hold, whatever a count says. */
 #include "merge-internal.h"
+#include "text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,25 +147,10 @@ int merge_intent_format(bool delete_sources, const char *dir, const char *output
     return 0;
 }
 
-/* Digits only, no sign, no overflow. */
+/* Digits only, no sign, no overflow; leading zeros are taken. */
 static int parse_u64(const char *s, size_t len, uint64_t *ret)
 {
-    uint64_t v = 0;
-
-    if (len == 0 || len > 20)
-        return -EBADMSG;
-    for (size_t i = 0; i < len; i++) {
-        unsigned d;
-
-        if (s[i] < '0' || s[i] > '9')
-            return -EBADMSG;
-        d = (unsigned)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -EBADMSG;
-        v = v * 10 + d;
-    }
-    *ret = v;
-    return 0;
+    return decimal_parse_u64(s, len, false, ret);
 }
 
 /* Reads the line at *pos that starts with "<key> " and returns the rest of

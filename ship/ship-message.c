@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "text.h"
+
 void ship_stream_id_format(char out[33], const uint8_t id[SHARD_STREAM_ID_SIZE])
 {
     static const char digits[] = "0123456789abcdef";
@@ -79,21 +81,9 @@ int ship_progress_value_start(char *buf, size_t size, int64_t offset)
  * most max. */
 static int decimal(const char *s, size_t len, uint64_t max, uint64_t *ret)
 {
-    uint64_t v = 0;
+    uint64_t v;
 
-    if (len == 0 || len > 20 || (len > 1 && s[0] == '0'))
-        return -EBADMSG;
-    for (size_t i = 0; i < len; i++) {
-        unsigned d;
-
-        if (s[i] < '0' || s[i] > '9')
-            return -EBADMSG;
-        d = (unsigned)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -EBADMSG;
-        v = v * 10 + d;
-    }
-    if (v > max)
+    if (decimal_parse_u64(s, len, true, &v) < 0 || v > max)
         return -EBADMSG;
     *ret = v;
     return 0;

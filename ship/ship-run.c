@@ -218,6 +218,21 @@ static void set_waiting(struct shipper *s, bool waiting, const char *why)
         write_status(s, false);
 }
 
+/* After a call that may be tried again failed with err: says that the
+ * shipper waits for the brokers, sleeps the backoff and doubles it.
+ * Returns 0 to try again, or -ECANCELED when the shipper is to stop; with
+ * patient only once the backoff has reached its maximum, so that a commit
+ * under way at SIGTERM gets a few more tries. */
+static int wait_to_retry(struct shipper *s, int *backoff, const char *err, bool patient)
+{
+    set_waiting(s, true, err);
+    if (stopping(s) && (!patient || *backoff >= BACKOFF_MAX_MS))
+        return -ECANCELED;
+    pause_ms(s, *backoff);
+    *backoff = next_backoff(*backoff);
+    return 0;
+}
+
 /* ---- figures ---- */
 
 static void compute_lag(struct shipper *s)
@@ -344,16 +359,11 @@ static int partitions_of(struct shipper *s, const char *topic, int *ret)
         r = ship_kafka_partitions(s->k, topic, KAFKA_CALL_MS, ret, err, sizeof(err));
         if (r == 0)
             break;
-        if (r == -ENOENT) {
+        if (r == -ENOENT)
             say(s, SHIP_LOG_ERROR,
                 "%s; create it, or let the cluster create topics on use (see docs/SHIP.md)", err);
-        } else {
-            set_waiting(s, true, err);
-        }
-        if (stopping(s))
+        if (wait_to_retry(s, &backoff, err, false) < 0)
             return -ECANCELED;
-        pause_ms(s, backoff);
-        backoff = next_backoff(backoff);
     }
     set_waiting(s, false, NULL);
     v = realloc(s->topics, (s->n_topics + 1) * sizeof(*v));
@@ -437,11 +447,8 @@ static int place_stream(struct shipper *s, struct ship_stream *st)
                                           sizeof(err));
             if (r == 0)
                 break;
-            set_waiting(s, true, err);
-            if (stopping(s))
+            if (wait_to_retry(s, &backoff, err, false) < 0)
                 return -ECANCELED;
-            pause_ms(s, backoff);
-            backoff = next_backoff(backoff);
         }
         o = begin_if_needed(s, err, sizeof(err));
         if (o == SHIP_OK) {
@@ -675,11 +682,8 @@ static int commit(struct shipper *s)
         o = ship_kafka_flush(s->k, KAFKA_CALL_MS, err, sizeof(err));
         if (o != SHIP_RETRY)
             break;
-        set_waiting(s, true, err);
-        if (stopping(s) && backoff >= BACKOFF_MAX_MS)
+        if (wait_to_retry(s, &backoff, err, true) < 0)
             return -ECANCELED;
-        pause_ms(s, backoff);
-        backoff = next_backoff(backoff);
     }
     if (o == SHIP_OK && s->delivery_failed) {
         snprintf(err, sizeof(err), "a record was not delivered: %s", s->delivery_error);
@@ -706,11 +710,8 @@ static int commit(struct shipper *s)
         o = ship_kafka_commit(s->k, KAFKA_CALL_MS, err, sizeof(err));
         if (o != SHIP_RETRY)
             break;
-        set_waiting(s, true, err);
-        if (stopping(s) && backoff >= BACKOFF_MAX_MS)
+        if (wait_to_retry(s, &backoff, err, true) < 0)
             return -ECANCELED;
-        pause_ms(s, backoff);
-        backoff = next_backoff(backoff);
     }
     if (o == SHIP_OK) {
         set_waiting(s, false, NULL);
@@ -751,11 +752,8 @@ static int commit(struct shipper *s)
             err, records);
         backoff = BACKOFF_MIN_MS;
         while ((a = ship_kafka_abort(s->k, KAFKA_CALL_MS, err, sizeof(err))) == SHIP_RETRY) {
-            set_waiting(s, true, err);
-            if (stopping(s) && backoff >= BACKOFF_MAX_MS)
+            if (wait_to_retry(s, &backoff, err, true) < 0)
                 return -ECANCELED;
-            pause_ms(s, backoff);
-            backoff = next_backoff(backoff);
         }
         s->fig.transactions_aborted++;
         rewind_streams(s);
@@ -924,11 +922,8 @@ static int read_back(struct shipper *s)
         r = ship_readback_progress(s->c, s->txid, &sink, READBACK_MS, err, sizeof(err));
         if (r != -EAGAIN)
             break;
-        set_waiting(s, true, err);
-        if (stopping(s))
+        if (wait_to_retry(s, &backoff, err, false) < 0)
             return -ECANCELED;
-        pause_ms(s, backoff);
-        backoff = next_backoff(backoff);
     }
     if (r < 0) {
         say(s, SHIP_LOG_ERROR, "%s", err);
@@ -958,13 +953,10 @@ static int read_back(struct shipper *s)
         r = ship_readback_ranges(s->c, s->txid, ranges, n, &sink, READBACK_MS, err, sizeof(err));
         if (r != -EAGAIN)
             break;
-        set_waiting(s, true, err);
-        if (stopping(s)) {
+        if (wait_to_retry(s, &backoff, err, false) < 0) {
             free(ranges);
             return -ECANCELED;
         }
-        pause_ms(s, backoff);
-        backoff = next_backoff(backoff);
     }
     free(ranges);
     if (r < 0) {
@@ -1014,11 +1006,8 @@ static int init_producer(struct shipper *s)
             say(s, SHIP_LOG_ERROR, "%s", err);
             return o == SHIP_FENCED ? -EPERM : -EIO;
         }
-        set_waiting(s, true, err);
-        if (stopping(s))
+        if (wait_to_retry(s, &backoff, err, false) < 0)
             return -ECANCELED;
-        pause_ms(s, backoff);
-        backoff = next_backoff(backoff);
     }
     set_waiting(s, false, NULL);
     return 0;

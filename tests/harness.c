@@ -705,3 +705,20 @@ uint64_t harness_rng_next(void)
     rng_state ^= rng_state << 17;
     return rng_state;
 }
+
+bool harness_file_has(void *arg)
+{
+    const struct harness_file_needle *w = arg;
+    int fd = open(w->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    static char buf[65536];
+    ssize_t n;
+
+    if (fd < 0)
+        return false;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n < 0 || (n == 0 && w->needle))
+        return false;
+    buf[n] = '\0';
+    return !w->needle || strstr(buf, w->needle) != NULL;
+}

@@ -104,6 +104,14 @@ void harness_expect_in(const char *text, const char *needle, const char *what);
 /* Counts regular files in spool/<sub> whose names end with suffix. */
 size_t harness_count_files(const struct harness *h, const char *sub, const char *suffix);
 
+/* For harness_wait_for: whether the file at path exists and (needle not
+ * NULL) holds needle in its first 64 KiB. */
+struct harness_file_needle {
+    const char *path;
+    const char *needle;
+};
+bool harness_file_has(void *arg);
+
 /* Polls cond(arg) every 10 ms until it holds or timeout_ms passes. */
 bool harness_wait_for(bool (*cond)(void *arg), void *arg, int timeout_ms);
 

@@ -33,28 +33,6 @@
 
 /* ---- metrics ---- */
 
-struct metrics_wait {
-    const char *path;
-    const char *needle;
-};
-
-static bool metrics_has(void *arg)
-{
-    struct metrics_wait *w = arg;
-    int fd = open(w->path, O_RDONLY | O_CLOEXEC);
-    char buf[65536];
-    ssize_t n;
-
-    if (fd < 0)
-        return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    return strstr(buf, w->needle) != NULL;
-}
-
 /* A FIFO planted under the metrics file's temp name must not hold the
  * thread that writes it: the write fails with a line naming the file, and
  * the daemon still stops cleanly (a blocked pool thread would keep it from
@@ -193,7 +171,7 @@ static void test_metrics_file(void **state)
     char *dir = harness_path(h->dir, "metrics");
     char *file = harness_path(dir, "logshard.prom");
     char *conf;
-    struct metrics_wait w = { .path = file, .needle = "logshard_records_received_total 7\n" };
+    struct harness_file_needle w = { .path = file, .needle = "logshard_records_received_total 7\n" };
     char *text;
     size_t len;
     logshard *ls;
@@ -207,7 +185,7 @@ static void test_metrics_file(void **state)
     for (int i = 0; i < 7; i++)
         producer_sendf(ls, "m %d", i);
     producer_flush(ls);
-    if (!harness_wait_for(metrics_has, &w, 15000))
+    if (!harness_wait_for(harness_file_has, &w, 15000))
         fail_msg("%s never showed 7 records received", file);
     logshard_close(ls);
 

@@ -273,28 +273,6 @@ static void test_ship_kill_rounds(void **state)
     expect_exactly_once(t, names, 4, count);
 }
 
-struct file_cond {
-    const char *path;
-    const char *needle;
-};
-
-static bool file_has(void *arg)
-{
-    struct file_cond *c = arg;
-    char buf[8192];
-    ssize_t n;
-    int fd = open(c->path, O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    return !c->needle || strstr(buf, c->needle) != NULL;
-}
-
 /* A figure of the running shipper's status file; -1 when it has none. */
 static int64_t status_figure(const char *path, const char *key)
 {
@@ -337,7 +315,7 @@ static void test_ship_second_refused(void **state)
     char names[1][32] = { "solo" };
     const char *follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
     char *status_path = harness_path(t->h.spool, "ship/status.json");
-    struct file_cond cond = { status_path, "\"lag_records\":0" };
+    struct harness_file_needle cond = { status_path, "\"lag_records\":0" };
     pid_t first;
     char *log;
 
@@ -345,7 +323,7 @@ static void test_ship_second_refused(void **state)
     harness_start(&t->h, NULL);
     produce(&t->h, names[0], 1000);
     first = ship_spawn(&t->h, &t->m, follow);
-    assert_true(harness_wait_for(file_has, &cond, 60000));
+    assert_true(harness_wait_for(harness_file_has, &cond, 60000));
     assert_int_equal(run_ship(t, logs_topic), 2);
     log = ship_log(t);
     harness_expect_in(log, "another logctl ship", "the second shipper's refusal");
@@ -364,19 +342,19 @@ static void test_ship_broker_outage(void **state)
     char names[2][32] = { "north", "south" };
     const char *follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
     char *status_path = harness_path(t->h.spool, "ship/status.json");
-    struct file_cond waiting = { status_path, "waiting for the brokers" };
-    struct file_cond caught_up = { status_path, "\"lag_records\":0," };
+    struct harness_file_needle waiting = { status_path, "waiting for the brokers" };
+    struct harness_file_needle caught_up = { status_path, "\"lag_records\":0," };
     pid_t pid, ship;
 
     kafka_mock_start(&t->m, 3);
     harness_start(&t->h, NULL);
     produce(&t->h, names[0], 2000);
     ship = ship_spawn(&t->h, &t->m, follow);
-    assert_true(harness_wait_for(file_has, &caught_up, 60000));
+    assert_true(harness_wait_for(harness_file_has, &caught_up, 60000));
     for (int b = 1; b <= 3; b++)
         kafka_mock_command(&t->m, "down %d", b);
     pid = spawn_producer(&t->h, names[1], 5000);
-    if (!harness_wait_for(file_has, &waiting, 90000)) {
+    if (!harness_wait_for(harness_file_has, &waiting, 90000)) {
         char *log = ship_log(t);
 
         fail_msg("the status never said it waits for the brokers: %s", log);
@@ -414,7 +392,7 @@ static void test_ship_request_errors(void **state)
     const char *follow[] = { "--topic", "logs.{producer}", "--follow", "--set",
                              "transaction_records=500", NULL };
     char *status_path = harness_path(t->h.spool, "ship/status.json");
-    struct file_cond caught_up = { status_path, "\"lag_records\":0," };
+    struct harness_file_needle caught_up = { status_path, "\"lag_records\":0," };
     pid_t pids[2], ship;
     char *log;
 
@@ -422,7 +400,7 @@ static void test_ship_request_errors(void **state)
     harness_start(&t->h, NULL);
     produce(&t->h, names[0], 1000);
     ship = ship_spawn(&t->h, &t->m, follow);
-    assert_true(harness_wait_for(file_has, &caught_up, 60000));
+    assert_true(harness_wait_for(harness_file_has, &caught_up, 60000));
     kafka_mock_command(&t->m, "errors Produce 10 NOT_LEADER_FOR_PARTITION");
     kafka_mock_command(&t->m, "errors AddPartitionsToTxn 3 CONCURRENT_TRANSACTIONS");
     kafka_mock_command(&t->m, "errors EndTxn 2 COORDINATOR_NOT_AVAILABLE");

@@ -18,6 +18,26 @@
 /* 2026-12-01T10:00:00Z in ns since the epoch. */
 #define T_1000 (1796119200ull * 1000000000ull)
 
+static void test_decimal(void **state)
+{
+    uint64_t v = 7;
+
+    (void)state;
+    assert_int_equal(decimal_parse_u64("0", 1, true, &v), 0);
+    assert_true(v == 0);
+    assert_int_equal(decimal_parse_u64("18446744073709551615", 20, true, &v), 0);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(decimal_parse_u64("18446744073709551616", 20, false, &v), -EBADMSG);
+    assert_int_equal(decimal_parse_u64("007", 3, false, &v), 0);
+    assert_true(v == 7);
+    assert_int_equal(decimal_parse_u64("007", 3, true, &v), -EBADMSG);
+    assert_int_equal(decimal_parse_u64("", 0, false, &v), -EBADMSG);
+    assert_int_equal(decimal_parse_u64("+1", 2, false, &v), -EBADMSG);
+    assert_int_equal(decimal_parse_u64("1 ", 2, false, &v), -EBADMSG);
+    assert_int_equal(decimal_parse_u64("000000000000000000001", 21, false, &v), -EBADMSG);
+    assert_true(v == 7); /* untouched on failure */
+}
+
 static void test_utf8(void **state)
 {
     static const struct {
@@ -193,6 +213,7 @@ static void test_base64_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decimal),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_utf8_encode),
         cmocka_unit_test(test_utf8_every_code_point),
