@@ -103,7 +103,6 @@ static const struct error_alias {
 
 struct options {
     int brokers;
-    int partitions;
     const char *ready_file;
     bool verbose;
 };
@@ -336,13 +335,17 @@ static int cmd_errors(struct mock *m, char **argv, struct why *why)
     long count;
     int r;
 
-    if (lookup_api(argv[1], &key) < 0)
-        return fail_why(why, -ENOENT,
-                        "API '%s' is not one the mock serves (Produce, Fetch, ListOffsets, "
-                        "Metadata, FindCoordinator, InitProducerId, AddPartitionsToTxn, "
-                        "AddOffsetsToTxn, EndTxn, TxnOffsetCommit, OffsetCommit, OffsetFetch, "
-                        "JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ApiVersions)",
-                        argv[1]);
+    if (lookup_api(argv[1], &key) < 0) {
+        char names[256];
+        size_t len = 0;
+
+        names[0] = '\0';
+        for (size_t i = 0; i < sizeof(api_keys) / sizeof(api_keys[0]) && len < sizeof(names); i++)
+            len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? " " : "",
+                                    api_keys[i].name);
+        return fail_why(why, -ENOENT, "API '%.64s' is not one the mock serves (%s)", argv[1],
+                        names);
+    }
     r = parse_arg("error count", argv[2], 1, MAX_ERRORS, &count, why);
     if (r < 0)
         return r;
@@ -445,9 +448,7 @@ static int answer_line(struct mock *m, char *line, bool *quit)
 static int write_ready_file(const char *path, const char *bootstraps)
 {
     char tmp[PATH_MAX];
-    size_t len = strlen(bootstraps);
-    ssize_t w;
-    int fd, r = 0;
+    int fd, n, r = 0;
 
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
         fprintf(stderr, "%s: ready file %s: name too long\n", program, path);
@@ -459,13 +460,12 @@ static int write_ready_file(const char *path, const char *bootstraps)
         fprintf(stderr, "%s: ready file %s: creating %s: %s\n", program, path, tmp, strerror(-r));
         return r;
     }
-    /* One write of a line this short to a regular file is complete or
-     * fails; a short count is treated as a failure all the same. */
-    w = write(fd, bootstraps, len);
-    if (w >= 0 && (size_t)w == len)
-        w = write(fd, "\n", 1) == 1 ? (ssize_t)len : -1;
-    if (w < 0 || (size_t)w != len)
-        r = w < 0 ? -errno : -EIO;
+    /* A short write to a regular file means the disk is full or failing;
+     * either way the line is not all there, which is all that counts. */
+    errno = 0;
+    n = dprintf(fd, "%s\n", bootstraps);
+    if (n < 0 || (size_t)n != strlen(bootstraps) + 1)
+        r = errno ? -errno : -EIO;
     if (close(fd) < 0 && r == 0)
         r = -errno;
     if (r == 0 && rename(tmp, path) < 0)
@@ -637,7 +637,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     int c;
     long v;
 
-    *o = (struct options){ .brokers = 3, .partitions = MOCK_AUTO_CREATE_PARTITIONS };
+    *o = (struct options){ .brokers = 3 };
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'b':
@@ -664,7 +664,6 @@ static int parse_options(int argc, char **argv, struct options *o)
                         program, v, rd_kafka_version_str(), MOCK_AUTO_CREATE_PARTITIONS, v);
                 return -ENOTSUP;
             }
-            o->partitions = (int)v;
             break;
         case 'r':
             if (*optarg == '\0') {
@@ -739,12 +738,17 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* The ready file first: whoever sees the line on stdout may then rely
+     * on the file being there too, and a file that cannot be written ends
+     * the program before anyone has been told about the cluster. */
     bootstraps = rd_kafka_mock_cluster_bootstraps(m.cluster);
-    r = answer("%s", bootstraps);
-    if (r == 0 && o.ready_file) {
+    r = 0;
+    if (o.ready_file) {
         r = write_ready_file(o.ready_file, bootstraps);
         ready_written = r == 0;
     }
+    if (r == 0)
+        r = answer("%s", bootstraps);
     if (r == 0)
         r = serve(&m, sigfd);
 
