@@ -514,16 +514,16 @@ static bool txn_full(struct shipper *s)
 }
 
 /* Produces what one source holds at its stream's position, until the
- * transaction is full. Returns records produced, or a negative value: an
- * errno, or -1000 - outcome. */
-static int64_t ship_source(struct shipper *s, struct ship_source *src)
+ * transaction is full or budget records are produced. Returns records
+ * produced, or a negative value: an errno, or -1000 - outcome. */
+static int64_t ship_source(struct shipper *s, struct ship_source *src, uint64_t budget)
 {
     struct ship_stream *st = src->st;
     int64_t produced = 0;
     char err[512];
     int r;
 
-    while (!txn_full(s) && !stopping(s)) {
+    while ((uint64_t)produced < budget && !txn_full(s) && !stopping(s)) {
         struct shard_item it;
         enum ship_outcome o;
 
@@ -575,7 +575,13 @@ static int64_t ship_pass(struct shipper *s)
     size_t n;
     struct ship_source **v = ship_sources_sorted(s->sources, &n);
     int64_t total = 0;
+    /* A share of the transaction per stream and pass, so that one stream
+     * with a long backlog does not hold back the others' records (their
+     * lag) until it is through. */
+    uint64_t share = s->c->ship_transaction_records / 8;
 
+    if (share < 1000)
+        share = 1000;
     for (size_t i = 0; i < n && !txn_full(s) && !stopping(s);) {
         struct ship_stream *st = v[i]->st;
         size_t j = i;
@@ -593,27 +599,32 @@ static int64_t ship_pass(struct shipper *s)
              * when shipping began, or merged, deleted or quarantined
              * before they were shipped. Said once, counted, skipped. */
             if (st->in_kafka || st->next > 0) {
+                char hex[33];
+
+                ship_stream_id_format(hex, st->id);
                 say(s, SHIP_LOG_WARNING,
-                    "stream %s of %s: positions %" PRIu64 " to %" PRIu64
+                    "producer %s, stream %s: positions %" PRIu64 " to %" PRIu64
                     " are not in the spool (removed before they were shipped); shipping goes "
-                    "on from %" PRIu64,
-                    v[i]->name, st->producer, st->next, lowest - 1, lowest);
+                    "on from %" PRIu64 " in %s/%s/%s",
+                    st->producer, hex, st->next, lowest - 1, lowest, s->spool,
+                    v[i]->active ? SPOOL_ACTIVE_DIR : SPOOL_DONE_DIR, v[i]->name);
                 s->fig.records_missing += lowest - st->next;
             }
             st->next = lowest;
             st->dirty = true;
             holds = true;
         }
-        for (size_t k = i; holds && k < j && !txn_full(s); k++) {
+        for (size_t k = i, left = share; holds && k < j && left > 0 && !txn_full(s); k++) {
             int64_t got;
 
             if (v[k]->broken || st->next < v[k]->first ||
                 st->next >= v[k]->first + v[k]->records)
                 continue;
-            got = ship_source(s, v[k]);
+            got = ship_source(s, v[k], left);
             if (got < 0)
                 return got;
             total += got;
+            left -= (uint64_t)got;
         }
         i = j;
     }
