@@ -132,6 +132,11 @@ size_t shard_encode_header(unsigned char *out, const struct shard_header *h);
 int shard_decode_header(const unsigned char *in, size_t avail, struct shard_header *ret,
                         const char **ret_why);
 
+/* The CRC32C a record's header must carry: over its length and timestamp
+ * fields (hdr, the record's first SHARD_RECORD_HEADER bytes) and its
+ * payload. */
+uint32_t shard_record_crc(const unsigned char *hdr, const void *payload, uint32_t len);
+
 /* Writes one record (16-byte header and payload) to out, which must hold
  * SHARD_RECORD_HEADER + len bytes, and returns the bytes written. */
 size_t shard_encode_record(unsigned char *out, const void *payload, uint32_t len,
@@ -144,6 +149,12 @@ size_t shard_trailer_size(uint64_t shard_len, size_t align);
 
 /* Encodes t into out, which must hold t->trailer_len bytes (>= SHARD_TRAILER_MIN). */
 void shard_encode_trailer(unsigned char *out, const struct shard_trailer *t);
+
+/* Decodes and checks the fields both ends of a trailer carry: head, its
+ * first 8 bytes, and tail, its last SHARD_TRAILER_TAIL (marker, lengths,
+ * CRC). Returns 0 and fills *ret, or -EBADMSG with *ret_why. */
+int shard_decode_trailer(const unsigned char *head, const unsigned char *tail,
+                         struct shard_trailer *ret, const char **ret_why);
 
 /* Checks a trailer from the two places a reader that starts at the end of a
  * file finds it: head, its first 8 bytes, and tail, its last
@@ -166,7 +177,7 @@ int shard_decode_trailer_ends(const unsigned char *head, const unsigned char *ta
 int shard_locate_before(int fd, uint64_t end, uint64_t *ret_start, struct shard_header *ret_header,
                         struct shard_trailer *ret_trailer);
 
-/* A sequential reader over a shard or merged file. */
+/* A sequential reader over a shard or merged file (shard_reader.c). */
 struct shard_reader;
 
 enum shard_item_kind {

@@ -1,5 +1,5 @@
-/* The fixture the tests of common/shard_format.c share
- * (tests/test-shard-format.c, tests/test-shard-reader.c): the shard header
+/* The fixture the tests of common/shard_format.c and shard_reader.c share
+ * (tests/test-shard-format.c, test-shard-reader.c, test-shard-trailer.c): the shard header
  * both build their shards and checks from. */
 #pragma once
 
