@@ -206,17 +206,12 @@ static void add(struct follow *fl, const char *name, bool from_start)
  * (after an inotify queue overflow) or from their end (at start). */
 static int scan(struct follow *fl, bool from_start)
 {
-    int fd = fcntl(fl->active_fd, F_DUPFD_CLOEXEC, 0);
     struct dirent *de;
     DIR *dir;
+    int r = opendir_at(fl->active_fd, &dir);
 
-    dir = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!dir) {
-        int r = -errno;
-        if (fd >= 0)
-            (void)close(fd); /* never read */
+    if (r < 0)
         return r;
-    }
     while ((de = readdir(dir)) != NULL)
         if (de->d_name[0] != '.')
             add(fl, de->d_name, from_start);

@@ -381,18 +381,12 @@ static int cmp_spool_file(const void *a, const void *b)
 static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct spool_file **v,
                     size_t *n, size_t *cap)
 {
-    int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
     struct dirent *de;
     DIR *dir;
-    int r = 0;
+    int r = opendir_at(dir_fd, &dir);
 
-    dir = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!dir) {
-        r = -errno;
-        if (fd >= 0)
-            (void)close(fd); /* never read */
+    if (r < 0)
         return r;
-    }
     for (;;) {
         struct spool_file f = { .active = active };
 

@@ -384,18 +384,11 @@ static int verify_dir(const char *spool, const char *sub, const char *suffix, bo
         fprintf(stderr, "logctl: verify: %s: %s\n", dir_path, strerror(errno));
         return r;
     }
-    {
-        /* A descriptor of its own for the stream; fd stays for openat. */
-        int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-
-        dir = dfd >= 0 ? fdopendir(dfd) : NULL;
-        if (!dir) {
-            r = -errno;
-            if (dfd >= 0)
-                (void)close(dfd); /* never read */
-            fprintf(stderr, "logctl: verify: %s: %s\n", dir_path, strerror(-r));
-            return r;
-        }
+    /* A stream of its own; fd stays for openat. */
+    r = opendir_at(fd, &dir);
+    if (r < 0) {
+        fprintf(stderr, "logctl: verify: %s: %s\n", dir_path, strerror(-r));
+        return r;
     }
     while ((de = readdir(dir)) != NULL) {
         if (de->d_name[0] == '.' || (suffix && !has_suffix(de->d_name, suffix)))

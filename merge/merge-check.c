@@ -198,17 +198,10 @@ int merge_note_not_regular(int done_fd, const char *done_path, const char *produ
                            struct merge_result *res)
 {
     DIR *d;
-    int fd, r = 0;
+    int r = opendir_at(done_fd, &d);
 
-    fd = openat(done_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return merge_fail(res, -errno, "%s: cannot list: %s", done_path, strerror(errno));
-    d = fdopendir(fd);
-    if (!d) {
-        r = -errno;
-        (void)close(fd); /* nothing was read through it */
+    if (r < 0)
         return merge_fail(res, r, "%s: cannot list: %s", done_path, strerror(-r));
-    }
     for (;;) {
         char prod[WIRE_PRODUCER_NAME_MAX + 1], why[64];
         struct dirent *de;
