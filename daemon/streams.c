@@ -194,6 +194,9 @@ int streams_note_stored(struct daemon *d, const uint8_t *id, const char *produce
         r = streams_add(d, id, producer, uid, &st);
         if (r < 0)
             return r;
+        /* Not update_idle(): a stream learnt from the spool has been idle
+         * since its newest record, not since now; streams_loaded() sorts
+         * the list by that time once the scan is over. */
         list_add_tail(&d->streams.idle, &st->idle_node);
         st->idle_since_ns = newest_ns;
     }
