@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -342,6 +343,12 @@ int logctl_ship(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     (void)sigaction(SIGTERM, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
+    /* Every record's headers are allocated and freed in small pieces;
+     * glibc's fastbins then cost a consolidation at each larger malloc,
+     * which a profile of shipping 2 million records put at a fifth of the
+     * time (docs/BENCHMARKS.md, "Ship mode"). Without fastbins it ran 10%
+     * faster. */
+    (void)mallopt(M_MXFAST, 0);
     opts.config = &c;
     opts.spool = spool;
     opts.follow = follow;

@@ -207,6 +207,9 @@ struct ship_source {
     uint64_t r_pos;        /* the position the reader returns next */
     bool seen;
     bool broken;           /* cannot be read: reported once, left alone */
+    /* The header values every record of the shard shares, formatted once. */
+    bool headers_ready;
+    char hdr_stream[33], hdr_uid[12], hdr_pid[12], hdr_shard[17];
 };
 
 struct ship_sources;

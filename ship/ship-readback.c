@@ -90,7 +90,11 @@ static rd_kafka_t *new_consumer(const struct config *c, const char *txid, char *
         rd_kafka_conf_set(conf, "enable.partition.eof", "true", why, sizeof(why)) ||
         rd_kafka_conf_set(conf, "enable.auto.commit", "false", why, sizeof(why)) ||
         rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", why, sizeof(why)) ||
-        rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", why, sizeof(why))) {
+        rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", why, sizeof(why)) ||
+        /* An empty fetch at a partition's end returns at once rather than
+         * after librdkafka's default 500 ms: the read-back waits for the
+         * end of every partition. */
+        rd_kafka_conf_set(conf, "fetch.wait.max.ms", "10", why, sizeof(why))) {
         snprintf(err, err_len, "the read-back consumer: %s", why);
         rd_kafka_conf_destroy(conf);
         return NULL;
