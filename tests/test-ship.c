@@ -362,6 +362,18 @@ static void test_ship_broker_outage(void **state)
     for (int b = 1; b <= 3; b++)
         kafka_mock_command(&t->m, "up %d", b);
     wait_producers(&pid, 1);
+    {
+        /* The follower itself gets going again and catches up. */
+        struct shipped_cond all = { status_path, 7000 };
+
+        if (!harness_wait_for(has_shipped, &all, 180000)) {
+            char *log = ship_log(t);
+
+            fail_msg("the follower did not ship all 7000 records within 180 s of the "
+                     "brokers' return: %s",
+                     log);
+        }
+    }
     kill(ship, SIGTERM);
     assert_true(WIFEXITED(ship_wait(ship, 120000)));
     harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
