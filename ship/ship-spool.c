@@ -530,7 +530,8 @@ int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,
     s->sorted = malloc((s->n ? s->n : 1) * sizeof(*s->sorted));
     if (!s->sorted)
         return -ENOMEM;
-    memcpy(s->sorted, s->v, s->n * sizeof(*s->v));
+    if (s->n) /* v may still be NULL: memcpy wants a pointer even for 0 bytes */
+        memcpy(s->sorted, s->v, s->n * sizeof(*s->v));
     qsort(s->sorted, s->n, sizeof(*s->sorted), entry_cmp);
     return 0;
 }
