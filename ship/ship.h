@@ -7,12 +7,20 @@
  * produced again.
  *
  * The files: ship-run.c (the lock, the loop: what to ship, transactions,
- * what happens on each kind of error), ship-kafka.c (the producer and its
- * transactions), ship-readback.c (reading the progress and the records
- * back), ship-message.c (the progress messages' keys, and their parser), ship-spool.c (the table of streams and how far each is shipped,
- * and the spool's shards in each stream's order, read from the first
- * unshipped position), ship-status.c (the status file and the Prometheus
- * metrics). ship-internal.h is what they share.
+ * what happens on each kind of error), ship-commit.c (ending a
+ * transaction: deliveries, progress, commit or abort, then the spool's
+ * copy of the progress), ship-restore.c (the stream table filled from the
+ * read-back at the start of each producer generation), ship-delete.c
+ * (on_shipped = delete), ship-figures.c (the figures as the shipper runs,
+ * and when they are written), ship-id.c (the transactional.id kept in
+ * <spool>/ship/id), ship-kafka.c (the producer and its transactions),
+ * ship-readback.c (reading the progress and the records back),
+ * ship-message.c (the progress messages' keys, and their parser),
+ * ship-spool.c (the table of streams and how far each is shipped, and the
+ * spool's shards in each stream's order, read from the first unshipped
+ * position), ship-status.c (the status file and the Prometheus metrics).
+ * ship-internal.h is what they share; ship-run.h the shipper's state,
+ * which only the loop's files (ship-run.c and the four beside it) see.
  *
  * The module does not print: it reports through the hooks given to it.
  * Functions return 0 or a negative errno. */
@@ -61,8 +69,9 @@ struct ship_opts {
     const struct config *config; /* the [ship] section and [daemon] spool */
     const char *spool;
     bool follow;        /* go on shipping what arrives, until should_stop */
-    /* Tests only: called at each point named in ship-run.c's enum
-     * ship_step, e.g. to be killed there. May be NULL. */
+    /* Tests only: called at each step ship-commit.c numbers (1: progress
+     * produced, not committed; 2: committed, not yet stored), e.g. to be
+     * killed there. May be NULL. */
     void (*at_step)(int step, void *arg);
 };
 
