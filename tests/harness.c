@@ -367,6 +367,9 @@ int harness_run(const char *const *argv, const char *out_path, const char *err_p
                 _exit(127);
         }
         execv(argv[0], (char *const *)argv);
+        /* Said, so that a failure of the program and a failure to start it
+         * (a binary relinked at that moment, say) read differently. */
+        dprintf(2, "harness: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -135,7 +135,10 @@ static void expect_exactly_once(struct harness *h, char names[][32], unsigned n_
     FILE *f;
     int status = harness_run(argv, out, NULL, 600000);
 
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("logctl cat --spool %s: %s %d", h->spool,
+                 WIFEXITED(status) ? "exit status" : "killed by signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     f = fopen(out, "r");
     assert_non_null(f);
     while (fgets(line, sizeof(line), f)) {
