@@ -8,6 +8,7 @@ packages=(
   build-essential meson ninja-build pkg-config
   libuv1-dev liburing-dev libinih-dev libsystemd-dev
   librdkafka-dev  # logctl ship
+  libmimalloc-dev  # logctl's allocator (logctl ship makes small blocks for every record)
 )
 if [ "${1:-}" = --tests ]; then
   packages+=(
