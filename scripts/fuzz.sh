@@ -9,6 +9,7 @@
 #   bash scripts/fuzz.sh --seconds 600        longer
 #   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json,
 #                                             spool-names, stream-positions,
+#                                             syslog-msg, syslog-frame,
 #                                             merge-intent, ship-progress)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
@@ -19,13 +20,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config json spool-names stream-positions merge-intent ship-progress)
+targets=(wire shard-reader config json spool-names stream-positions syslog-msg syslog-frame
+         merge-intent ship-progress)
 seconds=60
 replay_only=false
 build=build-fuzz
 
 usage() {
-  sed -n '2,18s/^# \{0,1\}//p' "$0"
+  sed -n '2,19s/^# \{0,1\}//p' "$0"
   exit "${1:-0}"
 }
 
@@ -57,7 +59,7 @@ fuzz_dir() {
 }
 for t in "${targets[@]}"; do
   if ! fuzz_dir "$t" >/dev/null; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, merge-intent, ship-progress)" >&2
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, syslog-msg, syslog-frame, merge-intent, ship-progress)" >&2
     exit 2
   fi
 done
