@@ -209,7 +209,8 @@ struct ship_source {
     bool broken;           /* cannot be read: reported once, left alone */
     /* The header values every record of the shard shares, formatted once. */
     bool headers_ready;
-    char hdr_stream[33], hdr_uid[12], hdr_pid[12], hdr_shard[17];
+    char hdr_stream[33], hdr_uid[21], hdr_pid[21], hdr_shard[17];
+    uint8_t hdr_uid_len, hdr_pid_len;
 };
 
 struct ship_sources;

@@ -318,18 +318,23 @@ static rd_kafka_headers_t *record_headers(struct shipper *s, struct ship_source 
      * second, the snprintf()s of every record were a cost of their own. */
     if (!src->headers_ready) {
         ship_stream_id_format(src->hdr_stream, src->st->id);
-        snprintf(src->hdr_uid, sizeof(src->hdr_uid), "%" PRIu32, src->h.uid);
-        snprintf(src->hdr_pid, sizeof(src->hdr_pid), "%" PRIu32, src->h.pid);
+        src->hdr_uid_len = (uint8_t)format_u64(src->hdr_uid, src->h.uid);
+        src->hdr_pid_len = (uint8_t)format_u64(src->hdr_pid, src->h.pid);
         snprintf(src->hdr_shard, sizeof(src->hdr_shard), "%016" PRIx64, src->h.shard_id);
         src->headers_ready = true;
     }
-    rd_kafka_header_add(h, SHIP_HEADER_STREAM, -1, src->hdr_stream, 32);
-    rd_kafka_header_add(h, SHIP_HEADER_POSITION, -1, pos, (ssize_t)pos_len);
-    rd_kafka_header_add(h, SHIP_HEADER_PRODUCER, -1, src->h.producer, -1);
-    rd_kafka_header_add(h, SHIP_HEADER_UID, -1, src->hdr_uid, -1);
-    rd_kafka_header_add(h, SHIP_HEADER_PID, -1, src->hdr_pid, -1);
-    rd_kafka_header_add(h, SHIP_HEADER_SHARD, -1, src->hdr_shard, 16);
-    rd_kafka_header_add(h, SHIP_HEADER_SHIPPER, -1, s->txid, -1);
+    /* Every length given: librdkafka would otherwise strlen() each name
+     * and value of every record. */
+#define NAME(n) n, (ssize_t)(sizeof(n) - 1)
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_STREAM), src->hdr_stream, 32);
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_POSITION), pos, (ssize_t)pos_len);
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_PRODUCER), src->h.producer,
+                        (ssize_t)src->h.producer_len);
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_UID), src->hdr_uid, src->hdr_uid_len);
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_PID), src->hdr_pid, src->hdr_pid_len);
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_SHARD), src->hdr_shard, 16);
+    rd_kafka_header_add(h, NAME(SHIP_HEADER_SHIPPER), s->txid, (ssize_t)s->txid_len);
+#undef NAME
     return h;
 }
 
@@ -724,6 +729,7 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
     }
     (void)gethostname(s.host, sizeof(s.host) - 1);
     s.fig.txid = s.txid;
+    s.txid_len = strlen(s.txid);
     s.fig.started_ns = now_realtime_ns();
     s.fig.state = "starting";
     s.rate_at_ns = now_monotonic_ns();

@@ -24,6 +24,7 @@ struct shipper {
     const char *spool;
     int spool_fd;
     char *txid;
+    size_t txid_len;
     char host[256];
     struct ship_kafka *k;
     struct ship_streams *streams;
