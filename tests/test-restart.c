@@ -10,7 +10,8 @@
  * still differs). The size of a run: LOGSHARD_RESTART_ROUNDS (default 12)
  * and LOGSHARD_RESTART_RECORDS (records per producer, default 20000);
  * LOGSHARD_TEST_HEAVY=1 runs what the issue asks: 100 rounds and 1,000,000
- * records. Each producer also notes how long its calls blocked across a
+ * records; LOGSHARD_TEST_FILTER=<test name> runs one test alone. Each
+ * producer also notes how long its calls blocked across a
  * reconnect (the pause a restart costs it); the test prints their p50 and
  * p99. */
 #include <errno.h>
@@ -305,5 +306,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_term_batch_8, harness_setup, harness_teardown),
     };
     harness_seed_rng();
+    /* LOGSHARD_TEST_FILTER=test_kill_none runs that one alone. */
+    if (getenv("LOGSHARD_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("LOGSHARD_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
