@@ -78,6 +78,7 @@ static rd_kafka_topic_t *topic_handle(struct ship_kafka *k, const char *name)
         free(k->topics);
         k->topics = v;
         k->topics_cap = cap;
+        k->last = NULL; /* it pointed into the old table */
     }
     t = topic_slot(k->topics, k->topics_cap, name, hash);
     t->rkt = rd_kafka_topic_new(k->rk, name, NULL);
