@@ -1,6 +1,7 @@
 /* The on-disk shard format (docs/FORMAT.md): a header, then records, each
- * with its length, a CRC32C and a receive timestamp. A merged file is sealed
- * shards back to back, and the reader here reads both. */
+ * with its length, a CRC32C and a receive timestamp (and, in version 4, its
+ * sender's credentials when it has them). A merged file is sealed shards
+ * back to back, and the reader here reads both. */
 #pragma once
 
 #include <stdbool.h>
@@ -12,24 +13,54 @@
 #define SHARD_MAGIC "LOGSHRD\x01"
 #define SHARD_MAGIC_SIZE 8u
 /* The version written unless the caller asks for another (struct
- * shard_header's version). Readers read versions 1 to 3: version 1 is
- * version 2 without the seal trailer, version 3 is version 2 with the
- * producer's stream identity and the position of the shard's first record
- * in its header. */
+ * shard_header's version and source). Readers read versions 1 to 4:
+ * version 1 is version 2 without the seal trailer, version 3 is version 2
+ * with the producer's stream identity and the position of the shard's
+ * first record in its header, version 4 is version 3 with the input the
+ * records came from (the source) in its header and, on any record, the
+ * sender's kernel credentials. */
 #define SHARD_FORMAT_VERSION 2u
 #define SHARD_FORMAT_VERSION_MIN 1u
-#define SHARD_FORMAT_VERSION_MAX 3u
+#define SHARD_FORMAT_VERSION_MAX 4u
 #define SHARD_FORMAT_VERSION_STREAM 3u /* the first version with a stream */
+#define SHARD_FORMAT_VERSION_SOURCE 4u /* the first with a source and credentials */
 
 /* Header: magic[8], u16 version, u16 header_len, u32 uid, u32 gid, u32 pid,
- * u64 shard_id, u64 created_ns, u16 producer_len, then in version 3 only
- * stream_id[16] and u64 first_position, then producer, u32 crc32c of all
- * bytes before it. Everything a reader needs to know the header's size is
- * in its first SHARD_HEADER_FIXED bytes. */
+ * u64 shard_id, u64 created_ns, u16 producer_len, then from version 3
+ * stream_id[16] and u64 first_position, then in version 4 u16 source and
+ * u16 flags (0), then producer, u32 crc32c of all bytes before it.
+ * Everything a reader needs to know the header's size is in its first
+ * SHARD_HEADER_FIXED bytes. */
 #define SHARD_HEADER_FIXED 42u
 #define SHARD_STREAM_ID_SIZE 16u
 #define SHARD_HEADER_STREAM (SHARD_STREAM_ID_SIZE + 8u) /* what version 3 adds */
-#define SHARD_HEADER_MAX (SHARD_HEADER_FIXED + SHARD_HEADER_STREAM + WIRE_PRODUCER_NAME_MAX + 4u)
+#define SHARD_HEADER_SOURCE 4u                          /* what version 4 adds */
+#define SHARD_HEADER_MAX                                                                           \
+    (SHARD_HEADER_FIXED + SHARD_HEADER_STREAM + SHARD_HEADER_SOURCE + WIRE_PRODUCER_NAME_MAX + 4u)
+
+/* Where a shard's records came from (version 4's source field; versions 1
+ * to 3 read as SHARD_SOURCE_CLIENT). It says how to read the payloads: a
+ * client's are opaque bytes, the syslog inputs' are syslog messages
+ * (syslog_msg.h) as received. The set is open: a later input (journald's
+ * own protocol, say) takes the next number without a new format version,
+ * and a reader that does not know a source reads its records as opaque
+ * payloads, as a client's. A version 4 header never names the client:
+ * client shards stay in version 3, so each header has one spelling. */
+enum shard_source {
+    SHARD_SOURCE_CLIENT = 0,          /* a liblogshard connection (logctl send too) */
+    SHARD_SOURCE_SYSLOG_DATAGRAM = 1, /* the /dev/log-style datagram socket */
+    SHARD_SOURCE_SYSLOG_STREAM = 2,   /* one connection of the syslog stream socket */
+};
+
+/* The name logctl shows for a source ("client", "syslog-datagram",
+ * "syslog-stream"), or NULL for one this build does not know. */
+const char *shard_source_name(unsigned source);
+
+/* Whether the payloads of a shard of this source are syslog messages. */
+static inline bool shard_source_is_syslog(unsigned source)
+{
+    return source == SHARD_SOURCE_SYSLOG_DATAGRAM || source == SHARD_SOURCE_SYSLOG_STREAM;
+}
 
 /* Positions are below 2^63, so that first_position plus the records of any
  * file (fewer than 2^63) never wraps; a header claiming more is invalid. */
@@ -43,6 +74,42 @@
  * first four magic bytes would give as a length, so a reader can always
  * tell a record from the next shard's header. */
 #define SHARD_RECORD_MAX (256u * 1024u * 1024u)
+
+/* Version 4: the length field's top bit says that the sender's credentials
+ * (u32 pid, u32 uid, u32 gid, as the kernel gave them with SCM_CREDENTIALS)
+ * follow the timestamp, before the payload; the CRC covers them too. A
+ * length never needs bits 29 to 31 (SHARD_RECORD_MAX is bit 28), and
+ * neither the magic nor the trailer marker has bit 31 set, so a record
+ * with credentials is never taken for either. Bits 29 and 30 are reserved:
+ * a length field with either set is impossible in every version, as one
+ * with bit 31 set is before version 4. A record without credentials is
+ * laid out as in every earlier version and costs nothing more. */
+#define SHARD_RECORD_FLAG_CREDS 0x80000000u
+#define SHARD_RECORD_LENGTH_MASK 0x1FFFFFFFu
+#define SHARD_RECORD_CREDS 12u /* the credential block */
+
+/* A record's sender, as the kernel vouches for it (not what the message
+ * text claims). */
+struct shard_creds {
+    uint32_t pid;
+    uint32_t uid;
+    uint32_t gid;
+};
+
+/* Bytes a record of a len-byte payload takes in the file. */
+static inline size_t shard_record_size(uint32_t len, bool has_creds)
+{
+    return SHARD_RECORD_HEADER + (has_creds ? SHARD_RECORD_CREDS : 0u) + (size_t)len;
+}
+
+/* Reads a record's length field (its first four bytes, as a u32) for a
+ * shard of the given version. Returns 0 with the payload's length (1 to
+ * SHARD_RECORD_MAX) in *ret_len and whether a credential block follows the
+ * timestamp in *ret_has_creds, or -EBADMSG when no record of that version
+ * can begin with it (length 0 or above the maximum, a reserved bit, or the
+ * credentials flag before version 4); the out-parameters are then
+ * untouched. */
+int shard_record_length(uint32_t field, unsigned version, uint32_t *ret_len, bool *ret_has_creds);
 
 /* Seal trailer (version 2): the last item of a sealed shard. It pads the
  * shard to a multiple of the filesystem block size, so that shards copied
@@ -85,6 +152,11 @@ struct shard_header {
      * first_position 0. */
     uint8_t stream_id[SHARD_STREAM_ID_SIZE];
     uint64_t first_position;
+    /* The input the shard's records came from (enum shard_source; version
+     * 4, whose header carries it, never says SHARD_SOURCE_CLIENT). Versions
+     * 1 to 3 read as SHARD_SOURCE_CLIENT. Writing a header with any other
+     * source writes version 4 (shard_header_write_version). */
+    uint16_t source;
 };
 
 /* Bytes a version 1 or 2 header (what is written by default) with a
@@ -98,20 +170,27 @@ static inline size_t shard_header_size(size_t producer_len)
 static inline size_t shard_header_size_v(unsigned version, size_t producer_len)
 {
     return shard_header_size(producer_len) +
-           (version >= SHARD_FORMAT_VERSION_STREAM ? SHARD_HEADER_STREAM : 0u);
+           (version >= SHARD_FORMAT_VERSION_STREAM ? SHARD_HEADER_STREAM : 0u) +
+           (version >= SHARD_FORMAT_VERSION_SOURCE ? SHARD_HEADER_SOURCE : 0u);
 }
 
-/* The version shard_encode_header writes for h: version 3 when h->version
- * asks for it, else SHARD_FORMAT_VERSION (version 2), whatever else
- * h->version holds (0 in a zeroed struct, 1 or 2 from a decoded header). */
+/* The version shard_encode_header writes for h: version 4 when h->source
+ * is not SHARD_SOURCE_CLIENT (whatever h->version says), else version 3
+ * when h->version asks for it, else SHARD_FORMAT_VERSION (version 2),
+ * whatever else h->version holds (0 in a zeroed struct, 1, 2 or 4 from a
+ * decoded header or a caller). So a client's shard is written exactly as
+ * before version 4 existed, and a decoded header encodes back to its own
+ * bytes (but version 1's, which is written as version 2). */
 static inline unsigned shard_header_write_version(const struct shard_header *h)
 {
+    if (h->source != SHARD_SOURCE_CLIENT)
+        return SHARD_FORMAT_VERSION_SOURCE;
     return h->version == SHARD_FORMAT_VERSION_STREAM ? SHARD_FORMAT_VERSION_STREAM
                                                      : SHARD_FORMAT_VERSION;
 }
 
-/* Whether the shard's records have positions: a version 3 header whose
- * stream_id is not all zero. */
+/* Whether the shard's records have positions: a version 3 or 4 header
+ * whose stream_id is not all zero. */
 bool shard_header_has_stream(const struct shard_header *h);
 
 /* Encodes h into out (at least shard_header_size_v(
@@ -119,28 +198,39 @@ bool shard_header_has_stream(const struct shard_header *h);
  * number of bytes written. The version written is
  * shard_header_write_version(h); header_len is filled in from it and the
  * producer name; the caller sets the rest (stream_id and first_position
- * are written in version 3 only, and must then be below
+ * are written in versions 3 and 4 only, and must then be below
  * SHARD_POSITION_LIMIT, and 0 without a stream, for the header to read
- * back). */
+ * back; source is written in version 4 only, with flags 0). */
 size_t shard_encode_header(unsigned char *out, const struct shard_header *h);
 
 /* Decodes a header from the avail bytes at in. Returns 0 and fills *ret,
  * -EAGAIN when more bytes are needed, -EBADMSG when the bytes are not a
- * valid header (magic, version, length, CRC, name rule, or in version 3
- * a first position out of range or without a stream); *ret_why then says
- * which. */
+ * valid header (magic, version, length, CRC, name rule, in versions 3
+ * and 4 a first position out of range or without a stream, in version 4
+ * flags other than 0 or the client source); *ret_why then says which. */
 int shard_decode_header(const unsigned char *in, size_t avail, struct shard_header *ret,
                         const char **ret_why);
 
 /* The CRC32C a record's header must carry: over its length and timestamp
- * fields (hdr, the record's first SHARD_RECORD_HEADER bytes) and its
- * payload. */
+ * fields (hdr, the record's first SHARD_RECORD_HEADER bytes), its
+ * credential block when the length field has SHARD_RECORD_FLAG_CREDS (the
+ * SHARD_RECORD_CREDS bytes right after hdr, which must then be there), and
+ * its payload: every byte of the record but the CRC, in file order. */
 uint32_t shard_record_crc(const unsigned char *hdr, const void *payload, uint32_t len);
 
 /* Writes one record (16-byte header and payload) to out, which must hold
- * SHARD_RECORD_HEADER + len bytes, and returns the bytes written. */
+ * SHARD_RECORD_HEADER + len bytes, and returns the bytes written. Valid in
+ * every version. */
 size_t shard_encode_record(unsigned char *out, const void *payload, uint32_t len,
                            uint64_t timestamp_ns);
+
+/* Writes one record with its sender's credentials (16-byte header, the
+ * credential block, payload) to out, which must hold
+ * shard_record_size(len, true) bytes, and returns the bytes written. Only
+ * a version 4 shard may hold it: before version 4 its length field is
+ * impossible. len is 1 to SHARD_RECORD_MAX, as for shard_encode_record. */
+size_t shard_encode_record_creds(unsigned char *out, const void *payload, uint32_t len,
+                                 uint64_t timestamp_ns, const struct shard_creds *creds);
 
 /* The size of the trailer for a shard of shard_len bytes so that the sealed
  * shard ends on a multiple of align (a power of two up to SHARD_ALIGN_MAX;
@@ -194,8 +284,13 @@ struct shard_item {
     uint64_t position; /* records of a shard with a stream only (else 0):
                           header->first_position + the record's index */
     const unsigned char *payload;      /* records only; valid until next call */
-    uint32_t len;
+    uint32_t len;  /* the payload's bytes (a record takes
+                      shard_record_size(len, has_creds) in the file) */
     const struct shard_trailer *trailer; /* trailers only */
+    /* Records of a version 4 shard that carry their sender's kernel
+     * credentials; false (and creds all zero) for every other item. */
+    bool has_creds;
+    struct shard_creds creds;
 };
 
 /* Starts reading fd from its current offset (normally 0). The reader does not

@@ -35,7 +35,8 @@ struct shard_reader {
     uint64_t error_offset;
     const char *error_why;
     bool error_in_shard; /* the failed item is a record or trailer of the shard */
-    uint32_t error_len;  /* a record whose CRC failed: its length, else 0 */
+    size_t error_size;   /* a record whose CRC failed: its bytes in the file
+                            (credentials included), else 0 */
     bool skipped;        /* damage was skipped: an end without a header is no error */
     off_t fd_base;       /* fd's offset at the start (file offset 0), -1: not seekable */
     uint64_t limit;      /* the file offset read as the end of the file; UINT64_MAX: none */
@@ -161,18 +162,29 @@ static int reader_fail(struct shard_reader *r, int err, const char *why)
     r->error_offset = r->buf_offset + r->start;
     r->error_why = why;
     r->error_in_shard = false;
-    r->error_len = 0;
+    r->error_size = 0;
     return err;
 }
 
-/* A failure inside the current shard (a record or its trailer); len is the
- * record's length when only its CRC failed, so its framing may hold. */
-static int item_fail(struct shard_reader *r, int err, const char *why, uint32_t len)
+/* A failure inside the current shard (a record or its trailer); size is the
+ * record's size in the file when only its CRC failed, so its framing may
+ * hold. */
+static int item_fail(struct shard_reader *r, int err, const char *why, size_t size)
 {
     reader_fail(r, err, why);
     r->error_in_shard = true;
-    r->error_len = len;
+    r->error_size = size;
     return err;
+}
+
+/* Fills the parts of an item that only records have, for any other item. */
+static void item_not_record(struct shard_item *ret)
+{
+    ret->timestamp_ns = 0;
+    ret->position = 0;
+    ret->payload = NULL;
+    ret->has_creds = false;
+    memset(&ret->creds, 0, sizeof(ret->creds));
 }
 
 static bool all_zero(const unsigned char *p, size_t n)
@@ -217,9 +229,7 @@ static int read_trailer(struct shard_reader *r, struct shard_item *ret)
     ret->kind = SHARD_ITEM_TRAILER;
     ret->offset = offset;
     ret->header = &r->header;
-    ret->timestamp_ns = 0;
-    ret->position = 0;
-    ret->payload = NULL;
+    item_not_record(ret);
     ret->len = len;
     ret->trailer = &r->trailer;
     r->start += len;
@@ -267,9 +277,7 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         ret->kind = SHARD_ITEM_HEADER;
         ret->offset = r->header_offset;
         ret->header = &r->header;
-        ret->timestamp_ns = 0;
-        ret->position = 0;
-        ret->payload = NULL;
+        item_not_record(ret);
         ret->len = 0;
         ret->trailer = NULL;
         r->start += r->header.header_len;
@@ -286,29 +294,41 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         return item_fail(r, -ENODATA, "file ends inside a record header", 0);
 
     {
-        uint32_t len = wire_get_u32(p);
         uint32_t crc = wire_get_u32(p + 4);
         uint64_t ts = wire_get_u64(p + 8);
+        uint32_t len;
+        bool has_creds;
+        size_t size, body;
 
-        if (len == 0 || len > SHARD_RECORD_MAX)
+        if (shard_record_length(wire_get_u32(p), r->header.version, &len, &has_creds) < 0)
             return item_fail(r, -EBADMSG, "impossible record length", 0);
-        avail = reader_fill(r, SHARD_RECORD_HEADER + (size_t)len);
+        size = shard_record_size(len, has_creds);
+        body = size - len;
+        avail = reader_fill(r, size);
         if (avail < 0)
             return reader_fail(r, (int)avail, "read error");
         p = r->buf + r->start;
-        if ((size_t)avail < SHARD_RECORD_HEADER + (size_t)len)
+        if ((size_t)avail < size)
             return item_fail(r, -ENODATA, "file ends inside a record", 0);
-        if (shard_record_crc(p, p + SHARD_RECORD_HEADER, len) != crc)
-            return item_fail(r, -EBADMSG, "record CRC mismatch", len);
+        if (shard_record_crc(p, p + body, len) != crc)
+            return item_fail(r, -EBADMSG, "record CRC mismatch", size);
         ret->kind = SHARD_ITEM_RECORD;
         ret->offset = r->buf_offset + r->start;
         ret->header = &r->header;
         ret->timestamp_ns = ts;
         ret->position = reader_position(r);
-        ret->payload = p + SHARD_RECORD_HEADER;
+        ret->payload = p + body;
         ret->len = len;
         ret->trailer = NULL;
-        r->start += SHARD_RECORD_HEADER + (size_t)len;
+        ret->has_creds = has_creds;
+        if (has_creds) {
+            ret->creds.pid = wire_get_u32(p + SHARD_RECORD_HEADER);
+            ret->creds.uid = wire_get_u32(p + SHARD_RECORD_HEADER + 4);
+            ret->creds.gid = wire_get_u32(p + SHARD_RECORD_HEADER + 8);
+        } else {
+            memset(&ret->creds, 0, sizeof(ret->creds));
+        }
+        r->start += size;
         r->records++;
         r->shard_records++;
         return 1;
@@ -393,17 +413,22 @@ static int check_next_item(struct shard_reader *r, uint64_t records)
     }
     if ((size_t)avail < SHARD_RECORD_HEADER)
         return NEXT_INCOMPLETE;
-    len = wire_get_u32(p);
-    if (len == 0 || len > SHARD_RECORD_MAX)
-        return NEXT_INVALID;
-    avail = reader_fill(r, SHARD_RECORD_HEADER + (size_t)len);
-    if (avail < 0)
-        return (int)avail;
-    if ((size_t)avail < SHARD_RECORD_HEADER + (size_t)len)
-        return NEXT_INCOMPLETE;
-    p = r->buf + r->start;
-    return shard_record_crc(p, p + SHARD_RECORD_HEADER, len) == wire_get_u32(p + 4) ? NEXT_VALID
-                                                                             : NEXT_INVALID;
+    {
+        bool has_creds;
+        size_t size;
+
+        if (shard_record_length(wire_get_u32(p), r->header.version, &len, &has_creds) < 0)
+            return NEXT_INVALID;
+        size = shard_record_size(len, has_creds);
+        avail = reader_fill(r, size);
+        if (avail < 0)
+            return (int)avail;
+        if ((size_t)avail < size)
+            return NEXT_INCOMPLETE;
+        p = r->buf + r->start;
+        return shard_record_crc(p, p + (size - len), len) == wire_get_u32(p + 4) ? NEXT_VALID
+                                                                                : NEXT_INVALID;
+    }
 }
 
 /* Whether a valid shard header lies wholly within the len bytes at p. */
@@ -493,11 +518,12 @@ int shard_reader_skip_damage(struct shard_reader *r, unsigned flags, struct shar
         goto done;
     }
 
-    if (r->error == -EBADMSG && r->error_len > 0) {
+    if (r->error == -EBADMSG && r->error_size > 0) {
         /* Only the CRC failed. The record's length is trusted only when a
-         * valid item follows it, since a flipped bit in the length is a
-         * CRC failure too. (After an -EAGAIN the record is buffered anew.) */
-        size_t size = SHARD_RECORD_HEADER + (size_t)r->error_len;
+         * valid item follows it, since a flipped bit in the length (or in
+         * its credentials flag) is a CRC failure too. (After an -EAGAIN the
+         * record is buffered anew.) */
+        size_t size = r->error_size;
         uint64_t end = from + size;
         ssize_t avail = reader_fill(r, size);
 
@@ -550,7 +576,7 @@ done:
     r->error = 0;
     r->error_why = NULL;
     r->error_in_shard = false;
-    r->error_len = 0;
+    r->error_size = 0;
     r->skipped = true;
     *ret = s;
     return rc;

@@ -64,7 +64,14 @@ static void cat_help(void)
            "digits of the file name, <stream> the 32 hex digits of the producer's\n"
            "stream and <position> the record's position in it (both '-' for a shard\n"
            "without a stream); the five are separated by single spaces and a space\n"
-           "separates them from the payload.\n"
+           "separates them from the payload. A record of a shard that another input\n"
+           "than a client wrote (format version 4: the syslog inputs) has four more\n"
+           "before the payload:\n"
+           "  source=<source> pid=<pid> uid=<uid> gid=<gid> \n"
+           "where <source> is syslog-datagram, syslog-stream, or the number of a\n"
+           "source this logctl does not know, and pid, uid and gid are the sender's\n"
+           "credentials the kernel gave with the record ('-' each when the record\n"
+           "carries none).\n"
            "\n"
            "With --json, each record is one JSON object on one line:\n"
            "  {\"producer\":..,\"uid\":..,\"gid\":..,\"pid\":..,\"time\":..,\"shard\":..,\n"
@@ -72,7 +79,10 @@ static void cat_help(void)
            "time is RFC 3339 in UTC with nanoseconds; stream (32 hex digits) and\n"
            "position (a number) are null for a shard without a stream; payload is\n"
            "the record as a string, or \"payload_base64\" instead when the record is\n"
-           "not valid UTF-8.\n"
+           "not valid UTF-8. A record of a shard that another input than a client\n"
+           "wrote has two more members before the payload: \"source\" (a string, as\n"
+           "for --meta) and \"credentials\", {\"pid\":..,\"uid\":..,\"gid\":..} from the\n"
+           "kernel, or null when the record carries none.\n"
            "\n"
            "Options:\n"
            "  -p, --producer NAME   only records of producer NAME (may be repeated)\n"
@@ -115,6 +125,19 @@ bool cat_wants_producer(const struct cat_opts *o, const char *producer)
     return false;
 }
 
+/* The source of a shard as cat shows it: its name, or its number when this
+ * logctl does not know it (a later input), so that the output still says
+ * the records are not a client's. */
+static const char *source_text(unsigned source, char *buf, size_t size)
+{
+    const char *name = shard_source_name(source);
+
+    if (name)
+        return name;
+    snprintf(buf, size, "%u", source);
+    return buf;
+}
+
 static int print_json(const struct shard_item *item)
 {
     struct json_out o;
@@ -147,6 +170,24 @@ static int print_json(const struct shard_item *item)
         json_null(&o);
         json_key(&o, "position");
         json_null(&o);
+    }
+    /* Only for the other inputs, so that a client's records print exactly
+     * as before version 4; within a shard of another input every object has
+     * both members. */
+    if (item->header->source != SHARD_SOURCE_CLIENT) {
+        char num[16];
+
+        json_member_str(&o, "source", source_text(item->header->source, num, sizeof(num)));
+        json_key(&o, "credentials");
+        if (item->has_creds) {
+            json_obj_begin(&o);
+            json_member_u64(&o, "pid", item->creds.pid);
+            json_member_u64(&o, "uid", item->creds.uid);
+            json_member_u64(&o, "gid", item->creds.gid);
+            json_obj_end(&o);
+        } else {
+            json_null(&o);
+        }
     }
     if (utf8_valid(item->payload, item->len)) {
         json_key(&o, "payload");
@@ -193,6 +234,17 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
             printf("%" PRIu64 " ", item->position);
         else
             printf("- ");
+        /* As in --json: nothing more for a client's records. */
+        if (item->header->source != SHARD_SOURCE_CLIENT) {
+            char num[16];
+
+            printf("source=%s ", source_text(item->header->source, num, sizeof(num)));
+            if (item->has_creds)
+                printf("pid=%" PRIu32 " uid=%" PRIu32 " gid=%" PRIu32 " ", item->creds.pid,
+                       item->creds.uid, item->creds.gid);
+            else
+                printf("pid=- uid=- gid=- ");
+        }
     }
     if (fwrite(item->payload, 1, item->len, stdout) != item->len || putchar('\n') == EOF)
         return errno ? -errno : -EIO;

@@ -112,7 +112,7 @@ static void test_header_refused(void **state)
         expect_bad_header(b, size, "no shard header (bad magic)");
     }
     /* A version no reader knows, with a correct CRC. */
-    static const uint16_t versions[] = { 0, 4, 0x0101, 0x0201, 0xFFFF };
+    static const uint16_t versions[] = { 0, 5, 0x0101, 0x0201, 0xFFFF };
     for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
         memcpy(b, good, size);
         wire_put_u16(b + 8, versions[i]);

@@ -18,9 +18,12 @@
  * skipped record counts it. The growing mode (cat --follow) is run too: it
  * may stop earlier with -EAGAIN but must not return anything else.
  *
- * In both passes each record of a shard with a stream (version 3) must
- * carry the position first_position + its index in the shard, skipped
- * records counted, and a record of a shard without one position 0. */
+ * In both passes each record of a shard with a stream (version 3 or 4)
+ * must carry the position first_position + its index in the shard, skipped
+ * records counted, and a record of a shard without one position 0. A
+ * record's credentials (version 4) must be the file's bytes after its
+ * timestamp when its length field has the flag, and absent (all zero)
+ * otherwise; the payload never includes them. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -54,6 +57,15 @@ static void check_header_item(const struct shard_item *it, const uint8_t *data, 
         /* Older versions have no stream. */
         FUZZ_CHECK(memcmp(h->stream_id, none, sizeof(none)) == 0 && h->first_position == 0);
     }
+    if (h->version >= SHARD_FORMAT_VERSION_SOURCE) {
+        /* A source other than a client's, and no flags. */
+        FUZZ_CHECK(h->source != SHARD_SOURCE_CLIENT);
+        FUZZ_CHECK(wire_get_u16(data + it->offset + name_at) == h->source);
+        FUZZ_CHECK(wire_get_u16(data + it->offset + name_at + 2) == 0);
+        name_at += SHARD_HEADER_SOURCE;
+    } else {
+        FUZZ_CHECK(h->source == SHARD_SOURCE_CLIENT);
+    }
     FUZZ_CHECK(shard_header_has_stream(h) == (memcmp(h->stream_id, none, sizeof(none)) != 0));
     FUZZ_CHECK(shard_header_has_stream(h) || h->first_position == 0);
     FUZZ_CHECK(strlen(h->producer) == h->producer_len);
@@ -78,15 +90,46 @@ static void check_position(const struct shard_item *it, uint64_t index)
         FUZZ_CHECK(it->position == 0);
 }
 
+/* The bytes a record item takes in the file. */
+static uint64_t record_size(const struct shard_item *it)
+{
+    return shard_record_size(it->len, it->has_creds);
+}
+
 static void check_record_item(const struct shard_item *it, const uint8_t *data, size_t size)
 {
+    static const struct shard_creds no_creds;
+    uint64_t body;
+
     FUZZ_CHECK(it->header && it->payload);
     FUZZ_CHECK(it->len >= 1 && it->len <= SHARD_RECORD_MAX);
-    FUZZ_CHECK(it->offset <= size &&
-               SHARD_RECORD_HEADER + (uint64_t)it->len <= size - it->offset);
-    FUZZ_CHECK(wire_get_u32(data + it->offset) == it->len);
+    FUZZ_CHECK(it->offset <= size && record_size(it) <= size - it->offset);
+    body = record_size(it) - it->len;
     FUZZ_CHECK(wire_get_u64(data + it->offset + 8) == it->timestamp_ns);
-    FUZZ_CHECK(memcmp(data + it->offset + SHARD_RECORD_HEADER, it->payload, it->len) == 0);
+    FUZZ_CHECK(memcmp(data + it->offset + body, it->payload, it->len) == 0);
+    if (it->has_creds) {
+        /* Only version 4 has them, flagged in the length field. */
+        FUZZ_CHECK(it->header->version >= SHARD_FORMAT_VERSION_SOURCE);
+        FUZZ_CHECK(wire_get_u32(data + it->offset) == (it->len | SHARD_RECORD_FLAG_CREDS));
+        FUZZ_CHECK(wire_get_u32(data + it->offset + SHARD_RECORD_HEADER) == it->creds.pid);
+        FUZZ_CHECK(wire_get_u32(data + it->offset + SHARD_RECORD_HEADER + 4) == it->creds.uid);
+        FUZZ_CHECK(wire_get_u32(data + it->offset + SHARD_RECORD_HEADER + 8) == it->creds.gid);
+    } else {
+        FUZZ_CHECK(wire_get_u32(data + it->offset) == it->len);
+        FUZZ_CHECK(memcmp(&it->creds, &no_creds, sizeof(no_creds)) == 0);
+    }
+    /* The CRC covers every byte but its own, credentials included. */
+    FUZZ_CHECK(shard_record_crc(data + it->offset, it->payload, it->len) ==
+               wire_get_u32(data + it->offset + 4));
+}
+
+/* Headers and trailers carry nothing of a record's. */
+static void check_not_record(const struct shard_item *it)
+{
+    static const struct shard_creds no_creds;
+
+    FUZZ_CHECK(!it->has_creds && memcmp(&it->creds, &no_creds, sizeof(no_creds)) == 0);
+    FUZZ_CHECK(it->payload == NULL && it->timestamp_ns == 0 && it->position == 0);
 }
 
 /* A trailer ends its shard: it is only ever followed by a header or the end. */
@@ -173,6 +216,8 @@ static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
             break;
         }
         FUZZ_CHECK(rc == 1 && it.offset == expect);
+        if (it.kind != SHARD_ITEM_RECORD)
+            check_not_record(&it);
         if (it.kind == SHARD_ITEM_HEADER) {
             check_header_item(&it, data, size);
             expect += it.header->header_len;
@@ -190,7 +235,7 @@ static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
             FUZZ_CHECK(it.kind == SHARD_ITEM_RECORD && in_shard && !sealed);
             check_record_item(&it, data, size);
             check_position(&it, shard_records);
-            expect += SHARD_RECORD_HEADER + (uint64_t)it.len;
+            expect += record_size(&it);
             records++;
             shard_records++;
         }
@@ -222,6 +267,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rc == 1);
         /* Items are back to back from offset 0: nothing is skipped. */
         FUZZ_CHECK(it.offset == expect);
+        if (it.kind != SHARD_ITEM_RECORD)
+            check_not_record(&it);
         if (it.kind == SHARD_ITEM_HEADER) {
             check_header_item(&it, data, size);
             item_size = it.header->header_len;
@@ -239,7 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(!sealed);
             check_record_item(&it, data, size);
             check_position(&it, shard_records);
-            item_size = SHARD_RECORD_HEADER + (uint64_t)it.len;
+            item_size = record_size(&it);
             records++;
             shard_records++;
         }

@@ -136,10 +136,15 @@ STREAM = bytes(range(0x10, 0x20))
 
 def shard_header(producer=b"app", uid=1000, gid=1000, pid=4242, shard_id=1,
                  created_ns=1_700_000_000_000_000_000, version=1, header_len=None,
-                 producer_len=None, bad_crc=False, stream=None, first=0):
+                 producer_len=None, bad_crc=False, stream=None, first=0, source=None,
+                 hflags=0):
     """stream (16 bytes, zeros for none) and first give the version 3 fields,
-    written between the fixed part and the name; None leaves them out."""
+    written between the fixed part and the name; None leaves them out.
+    source (and hflags) give version 4's, after the stream fields; None
+    leaves them out."""
     extra = b"" if stream is None else stream + struct.pack("<Q", first)
+    if source is not None:
+        extra += struct.pack("<HH", source, hflags)
     size = 42 + len(extra) + len(producer) + 4
     h = MAGIC + struct.pack("<HHIIIQQH", version, size if header_len is None else header_len,
                             uid, gid, pid, shard_id, created_ns,
@@ -149,10 +154,21 @@ def shard_header(producer=b"app", uid=1000, gid=1000, pid=4242, shard_id=1,
     return h + struct.pack("<I", crc)
 
 
-def record(payload, ts=1_700_000_000_000_000_001, length=None, bad_crc=False):
+CREDS_FLAG = 0x80000000
+
+
+def record(payload, ts=1_700_000_000_000_000_001, length=None, bad_crc=False, creds=None,
+           lflags=None):
+    """creds (pid, uid, gid) makes a version 4 record with credentials: the
+    flag in the length field, the block after the timestamp, both under the
+    CRC. lflags, when given, replaces the length field's high bits."""
     n = len(payload) if length is None else length
-    head = struct.pack("<I", n)
+    if lflags is None:
+        lflags = 0 if creds is None else CREDS_FLAG
+    head = struct.pack("<I", n | lflags)
     stamp = struct.pack("<Q", ts)
+    if creds is not None:
+        stamp += struct.pack("<III", *creds)
     crc = crc32c_extend(crc32c_extend(crc32c(head), stamp), payload) ^ (1 if bad_crc else 0)
     return head + struct.pack("<I", crc) + stamp + payload
 
@@ -202,7 +218,8 @@ def shard_seeds():
     s["record-length-past-end"] = shard_header() + record(b"abc", length=4096)
     s["record-at-format-max"] = shard_header() + record(b"abc", length=256 << 20)
     s["version-2"] = shard(version=2)
-    s["version-4"] = shard(version=4)
+    s["version-4-without-its-fields"] = shard(version=4)
+    s["version-5"] = shard(version=5)
     s["version-3-without-its-fields"] = shard(version=3)
     s["sealed"] = sealed()
     s["sealed-merged"] = sealed(b"alpha", shard_id=1) + sealed(b"beta", records=(), shard_id=2)
@@ -259,6 +276,70 @@ def shard_seeds():
     len3 = hdr3 + record(b"one") + record(b"two", length=9) + record(b"three")
     s["v3-salvage-resync-merged"] = (len3 + trailer(len(len3), 3) + sealed(b"beta", shard_id=2) +
                                      sealed(b"app", shard_id=3, first=103, **v3))
+    # Version 4: the source in the header, the sender's credentials on the
+    # records that carry them (the flag in the length field).
+    s.update(v4_seeds())
+    return s
+
+
+def v4_shard(producer=b"cron.u0", recs=None, source=1, stream=bytes(16), first=0, seal=True,
+             **kw):
+    """A version 4 shard of the records given as (payload, creds or None)."""
+    if recs is None:
+        recs = [(b"<13>cron[1]: one", (101, 0, 0)), (b"<13>cron[2]: two", None),
+                (b"<13>cron[3]: three", (103, 0, 0))]
+    body = shard_header(producer, version=4, stream=stream, first=first, source=source, **kw)
+    body += b"".join(record(p, ts=1_700_000_000_000_000_000 + i, creds=c)
+                     for i, (p, c) in enumerate(recs))
+    return body + trailer(len(body), len(recs)) if seal else body
+
+
+def v4_seeds():
+    s = {}
+    v4 = dict(version=4, stream=bytes(16))
+    s["v4-datagram"] = v4_shard()
+    s["v4-datagram-unsealed"] = v4_shard(seal=False)
+    s["v4-stream-source"] = v4_shard(b"app", source=2, stream=STREAM, first=40,
+                                     recs=[(b"<14>x", None), (b"<14>y", None)])
+    s["v4-unknown-source"] = v4_shard(source=3)
+    s["v4-largest-source"] = v4_shard(source=0xFFFF)
+    s["v4-client-source"] = v4_shard(source=0)
+    s["v4-header-flags"] = v4_shard(hflags=1)
+    s["v4-header-flags-top"] = v4_shard(hflags=0x8000)
+    s["v4-64-byte-name"] = v4_shard(producer=b"p" * 64)
+    s["v4-position-without-stream"] = v4_shard(first=7)
+    s["v4-as-version-3"] = shard_header(version=3, stream=bytes(16), source=1)
+    s["v4-torn-header"] = shard_header(source=1, **v4)[:68]
+    s["v4-bad-header-crc"] = shard_header(source=1, bad_crc=True, **v4)
+    s["v4-creds-one-byte"] = v4_shard(recs=[(bytes([i]), (i, i, i)) for i in range(1, 9)])
+    s["v4-creds-largest-ids"] = v4_shard(recs=[(b"m", (0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF))])
+    hdr4 = shard_header(b"cron.u0", source=1, **v4)
+    s["v4-creds-torn-in-block"] = hdr4 + record(b"one", creds=(1, 2, 3))[:22]
+    s["v4-creds-torn-in-payload"] = hdr4 + record(b"one", creds=(1, 2, 3))[:-1]
+    s["v4-creds-at-format-max"] = hdr4 + record(b"abc", length=256 << 20, creds=(1, 2, 3))
+    s["v4-reserved-bit-30"] = hdr4 + record(b"one", lflags=0x40000000)
+    s["v4-reserved-bit-29"] = hdr4 + record(b"one", lflags=0x20000000)
+    s["v4-creds-and-reserved"] = hdr4 + record(b"one", creds=(1, 2, 3), lflags=0xC0000000)
+    s["v4-creds-zero-length"] = hdr4 + record(b"", creds=(1, 2, 3))
+    hdr3 = shard_header(version=3, stream=STREAM, first=5)
+    s["v4-creds-in-version-3"] = hdr3 + record(b"one") + record(b"two", creds=(1, 2, 3))
+    s["v4-creds-in-version-2"] = (shard_header(version=2) + record(b"one") +
+                                  record(b"two", creds=(1, 2, 3)))
+    # Salvage: a flipped credential byte (the framing holds: skipped alone),
+    # a cleared flag (the claimed end moves by 12 bytes: resync).
+    body = (hdr4 + record(b"one", creds=(1, 0, 0)) + record(b"two", creds=(2, 0, 0)) +
+            record(b"three"))
+    at = len(hdr4) + len(record(b"one", creds=(1, 0, 0))) + 16
+    flipped = body[:at] + bytes([body[at] ^ 0x01]) + body[at + 1:]
+    s["v4-salvage-bad-creds-sealed"] = flipped + trailer(len(flipped), 3)
+    at = len(hdr4) + len(record(b"one", creds=(1, 0, 0))) + 3
+    cleared = body[:at] + bytes([body[at] & 0x7F]) + body[at + 1:]
+    s["v4-salvage-flag-cleared-merged"] = (cleared + trailer(len(cleared), 3) +
+                                           v4_shard(b"next.u0", shard_id=2))
+    s["v4-merged-with-v2-v3"] = (sealed(b"alpha", shard_id=1) +
+                                 sealed(b"beta", shard_id=2, version=3, stream=STREAM, first=9) +
+                                 v4_shard(shard_id=3) +
+                                 shard(b"delta", shard_id=4, version=1))
     return s
 
 
