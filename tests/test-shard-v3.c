@@ -23,6 +23,7 @@
 #include "crc32c.h"
 #include "shard_format.h"
 #include "bytebuf.h"
+#include "shard-bytes.h"
 
 /* ---- helpers ---- */
 
@@ -54,15 +55,6 @@ static struct shard_header make_header(const char *producer, uint64_t id, unsign
     return h;
 }
 
-static size_t add_header(struct bytebuf *b, const struct shard_header *h)
-{
-    size_t size = shard_header_size_v(shard_header_write_version(h), h->producer_len);
-    size_t off = b->len;
-
-    assert_int_equal(shard_encode_header(bytebuf_grow(b, size), h), size);
-    return off;
-}
-
 /* Appends record i ("rec <i>"); returns its offset. */
 static size_t add_record(struct bytebuf *b, uint64_t i)
 {
@@ -90,7 +82,7 @@ static void add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records)
 /* A sealed shard of n records; the offset of record i goes to rec_off[i]. */
 static size_t add_shard(struct bytebuf *b, const struct shard_header *h, unsigned n, size_t *rec_off)
 {
-    size_t start = add_header(b, h);
+    size_t start = shard_bytes_add_header(b, h);
 
     for (unsigned i = 0; i < n; i++) {
         size_t off = add_record(b, i);
@@ -99,31 +91,6 @@ static size_t add_shard(struct bytebuf *b, const struct shard_header *h, unsigne
     }
     add_trailer(b, start, n);
     return start;
-}
-
-static int memfd_with(const void *p, size_t len)
-{
-    int fd = memfd_create("shard-v3", MFD_CLOEXEC);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, p, len), (ssize_t)len);
-    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    return fd;
-}
-
-static void fix_crc(unsigned char *b, size_t size)
-{
-    wire_put_u32(b + size - 4, crc32c(b, size - 4));
-}
-
-static void expect_bad_header(const unsigned char *b, size_t avail, const char *want_why)
-{
-    struct shard_header got;
-    const char *why = NULL;
-
-    assert_int_equal(shard_decode_header(b, avail, &got, &why), -EBADMSG);
-    assert_non_null(why);
-    assert_string_equal(why, want_why);
 }
 
 /* ---- the header ---- */
@@ -236,7 +203,7 @@ static void test_v1_v2_read_without_stream(void **state)
         size_t size = shard_encode_header(b, &h);
 
         wire_put_u16(b + 8, (uint16_t)v);
-        fix_crc(b, size);
+        shard_bytes_fix_crc(b, size);
         memset(&got, 0x5A, sizeof(got));
         assert_int_equal(shard_decode_header(b, size, &got, &why), 0);
         assert_int_equal(got.version, v);
@@ -256,36 +223,27 @@ static void test_v3_header_refused(void **state)
     (void)state;
 
     /* A first position from 2^63 up. */
-    memcpy(b, good, size);
-    wire_put_u64(b + 58, SHARD_POSITION_LIMIT);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "first position out of range in shard header");
-    wire_put_u64(b + 58, UINT64_MAX);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "first position out of range in shard header");
+    shard_bytes_refuse_u64(good, size, 58, SHARD_POSITION_LIMIT,
+                           "first position out of range in shard header");
+    shard_bytes_refuse_u64(good, size, 58, UINT64_MAX,
+                           "first position out of range in shard header");
 
     /* A position without a stream. */
     memcpy(b, good, size);
     memset(b + 42, 0, 16);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "first position without a stream in shard header");
+    shard_bytes_fix_crc(b, size);
+    shard_bytes_expect_bad_header(b, size, "first position without a stream in shard header");
 
     /* The version and the length must agree: a version 3 header called
      * version 2, and a version 3 header with a version 2 length. */
-    memcpy(b, good, size);
-    wire_put_u16(b + 8, 2);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "shard header length does not match its producer name");
-    memcpy(b, good, size);
-    wire_put_u16(b + 10, (uint16_t)(size - SHARD_HEADER_STREAM));
-    fix_crc(b, size);
-    expect_bad_header(b, size, "shard header length does not match its producer name");
+    shard_bytes_refuse_u16(good, size, 8, 2,
+                           "shard header length does not match its producer name");
+    shard_bytes_refuse_u16(good, size, 10, (uint16_t)(size - SHARD_HEADER_STREAM),
+                           "shard header length does not match its producer name");
 
     /* Version 5 is nobody's yet. */
-    memcpy(b, good, size);
-    wire_put_u16(b + 8, 5);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "unsupported shard format version");
+    shard_bytes_refuse_u16(good, size, 8, 5,
+                           "unsupported shard format version");
 }
 
 /* The CRC covers the stream and the position: any change to them (without
@@ -301,7 +259,7 @@ static void test_v3_header_crc_covers_stream(void **state)
         for (unsigned bit = 0; bit < 8; bit++) {
             memcpy(b, good, size);
             b[i] ^= (unsigned char)(1u << bit);
-            expect_bad_header(b, size, "shard header CRC mismatch");
+            shard_bytes_expect_bad_header(b, size, "shard header CRC mismatch");
         }
     }
     /* And every other byte still matters. */
@@ -333,7 +291,7 @@ static void test_v3_header_truncated(void **state)
         int fd;
 
         assert_int_equal(shard_decode_header(b, n, &got, &why), -EAGAIN);
-        fd = memfd_with(b, n);
+        fd = shard_bytes_memfd(b, n);
         assert_int_equal(shard_reader_new(&r, fd), 0);
         assert_int_equal(shard_reader_next(r, &it), -ENODATA);
         shard_reader_error(r, &off, &why);
@@ -382,7 +340,7 @@ static void test_positions_of_records(void **state)
     size_t sa = add_shard(&b, &a, 5, ra);
     size_t sn = add_shard(&b, &none, 2, rn);
     size_t sv = add_shard(&b, &v2, 2, rv);
-    int fd = memfd_with(b.p, b.len);
+    int fd = shard_bytes_memfd(b.p, b.len);
     (void)state;
 
     assert_int_equal(shard_reader_new(&r, fd), 0);
@@ -437,7 +395,7 @@ static void test_positions_after_salvage(void **state)
 
     b.p[r1[1] + SHARD_RECORD_HEADER] ^= 0x40;  /* a payload byte: CRC fails */
     wire_put_u32(b.p + r2[1], SHARD_RECORD_MAX + 1); /* framing lost */
-    fd = memfd_with(b.p, b.len);
+    fd = shard_bytes_memfd(b.p, b.len);
     assert_int_equal(shard_reader_new(&r, fd), 0);
 
     expect_kind(r, SHARD_ITEM_HEADER, s_old);

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "bytebuf.h"
+#include "shard-bytes.h"
 #include "crc32c.h"
 #include "harness.h"
 #include "json.h"
@@ -62,15 +63,6 @@ static struct shard_header make_header(const char *producer, uint64_t id, unsign
         memcpy(h.stream_id, stream, SHARD_STREAM_ID_SIZE);
     h.first_position = first_position;
     return h;
-}
-
-static size_t add_header(struct bytebuf *b, const struct shard_header *h)
-{
-    size_t size = shard_header_size_v(shard_header_write_version(h), h->producer_len);
-    size_t off = b->len;
-
-    assert_int_equal(shard_encode_header(bytebuf_grow(b, size), h), size);
-    return off;
 }
 
 /* The sender of record i of the test files: pid 7000 + i, uid and gid
@@ -126,7 +118,7 @@ static void add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records)
 static size_t add_shard(struct bytebuf *b, const struct shard_header *h, const char *tag,
                         unsigned n, uint32_t creds_mask, bool seal, size_t *rec_off)
 {
-    size_t start = add_header(b, h);
+    size_t start = shard_bytes_add_header(b, h);
 
     for (unsigned i = 0; i < n; i++) {
         size_t off = add_record(b, tag, i, (creds_mask >> i) & 1u);
@@ -137,31 +129,6 @@ static size_t add_shard(struct bytebuf *b, const struct shard_header *h, const c
     if (seal)
         add_trailer(b, start, n);
     return start;
-}
-
-static int memfd_with(const void *p, size_t len)
-{
-    int fd = memfd_create("shard-v4", MFD_CLOEXEC);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, p, len), (ssize_t)len);
-    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-    return fd;
-}
-
-static void fix_crc(unsigned char *b, size_t size)
-{
-    wire_put_u32(b + size - 4, crc32c(b, size - 4));
-}
-
-static void expect_bad_header(const unsigned char *b, size_t avail, const char *want_why)
-{
-    struct shard_header got;
-    const char *why = NULL;
-
-    assert_int_equal(shard_decode_header(b, avail, &got, &why), -EBADMSG);
-    assert_non_null(why);
-    assert_string_equal(why, want_why);
 }
 
 static void expect_header(struct shard_reader *r, uint64_t offset, unsigned version,
@@ -343,7 +310,7 @@ static void test_old_versions_read_as_client(void **state)
         size_t size = shard_encode_header(b, &h);
 
         wire_put_u16(b + 8, (uint16_t)v);
-        fix_crc(b, size);
+        shard_bytes_fix_crc(b, size);
         memset(&got, 0x5A, sizeof(got));
         assert_int_equal(shard_decode_header(b, size, &got, &why), 0);
         assert_int_equal(got.version, v);
@@ -360,49 +327,37 @@ static void test_v4_header_refused(void **state)
 
     /* Every flag bit is unknown. */
     for (unsigned bit = 0; bit < 16; bit++) {
-        memcpy(b, good, size);
-        wire_put_u16(b + 68, (uint16_t)(1u << bit));
-        fix_crc(b, size);
-        expect_bad_header(b, size, "unknown flags in shard header");
+        shard_bytes_refuse_u16(good, size, 68, (uint16_t)(1u << bit),
+                               "unknown flags in shard header");
     }
     /* A client's shard is never version 4. */
-    memcpy(b, good, size);
-    wire_put_u16(b + 66, 0);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "client source in a version 4 shard header");
+    shard_bytes_refuse_u16(good, size, 66, 0,
+                           "client source in a version 4 shard header");
 
     /* The version and the length must agree both ways. */
-    memcpy(b, good, size);
-    wire_put_u16(b + 8, 3);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "shard header length does not match its producer name");
-    memcpy(b, good, size);
-    wire_put_u16(b + 10, (uint16_t)(size - SHARD_HEADER_SOURCE));
-    fix_crc(b, size);
-    expect_bad_header(b, size, "shard header length does not match its producer name");
+    shard_bytes_refuse_u16(good, size, 8, 3,
+                           "shard header length does not match its producer name");
+    shard_bytes_refuse_u16(good, size, 10, (uint16_t)(size - SHARD_HEADER_SOURCE),
+                           "shard header length does not match its producer name");
 
     /* Version 5 is nobody's yet. */
-    memcpy(b, good, size);
-    wire_put_u16(b + 8, 5);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "unsupported shard format version");
+    shard_bytes_refuse_u16(good, size, 8, 5,
+                           "unsupported shard format version");
 
     /* The stream rules hold in version 4 as in version 3. */
-    memcpy(b, good, size);
-    wire_put_u64(b + 58, SHARD_POSITION_LIMIT);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "first position out of range in shard header");
+    shard_bytes_refuse_u64(good, size, 58, SHARD_POSITION_LIMIT,
+                           "first position out of range in shard header");
     memcpy(b, good, size);
     memset(b + 42, 0, 16);
-    fix_crc(b, size);
-    expect_bad_header(b, size, "first position without a stream in shard header");
+    shard_bytes_fix_crc(b, size);
+    shard_bytes_expect_bad_header(b, size, "first position without a stream in shard header");
 
     /* The CRC covers the source and the flags, every bit. */
     for (size_t i = 66; i < 70; i++) {
         for (unsigned bit = 0; bit < 8; bit++) {
             memcpy(b, good, size);
             b[i] ^= (unsigned char)(1u << bit);
-            expect_bad_header(b, size, "shard header CRC mismatch");
+            shard_bytes_expect_bad_header(b, size, "shard header CRC mismatch");
         }
     }
 
@@ -415,7 +370,7 @@ static void test_v4_header_refused(void **state)
         int fd;
 
         assert_int_equal(shard_decode_header(good, n, &got, &why), -EAGAIN);
-        fd = memfd_with(good, n);
+        fd = shard_bytes_memfd(good, n);
         assert_int_equal(shard_reader_new(&r, fd), 0);
         assert_int_equal(shard_reader_next(r, &it), -ENODATA);
         shard_reader_free(r);
@@ -532,7 +487,7 @@ static void test_records_round_trip(void **state)
 
     end1 = b.len;
     s2 = add_shard(&b, &strm, "strm", 7, ~mask, true, r2);
-    fd = memfd_with(b.p, b.len);
+    fd = shard_bytes_memfd(b.p, b.len);
     assert_int_equal(shard_reader_new(&r, fd), 0);
 
     expect_header(r, s1, 4, SHARD_SOURCE_SYSLOG_DATAGRAM);
@@ -601,7 +556,7 @@ static void test_flipped_credential_byte(void **state)
             int fd;
 
             b.p[rec[victim] + at] ^= 0x10;
-            fd = memfd_with(b.p, b.len);
+            fd = shard_bytes_memfd(b.p, b.len);
             b.p[rec[victim] + at] ^= 0x10;
             assert_int_equal(shard_reader_new(&r, fd), 0);
             expect_header(r, s1, 4, SHARD_SOURCE_SYSLOG_DATAGRAM);
@@ -644,7 +599,7 @@ static void expect_resync(const struct bytebuf *b, const size_t *rec, size_t s2,
     struct shard_skip skip;
     uint64_t off;
     const char *why;
-    int fd = memfd_with(b->p, b->len);
+    int fd = shard_bytes_memfd(b->p, b->len);
 
     assert_int_equal(shard_reader_new(&r, fd), 0);
     assert_int_equal(shard_reader_next(r, &it), 1);
@@ -710,7 +665,7 @@ static void test_bogus_length_fields(void **state)
         int fd;
 
         wire_put_u32(b.p + rec[2], wire_get_u32(b.p + rec[2]) | SHARD_RECORD_FLAG_CREDS);
-        fd = memfd_with(b.p, b.len);
+        fd = shard_bytes_memfd(b.p, b.len);
         wire_put_u32(b.p + rec[2], wire_get_u32(b.p + rec[2]) & ~SHARD_RECORD_FLAG_CREDS);
         assert_int_equal(shard_reader_new(&r, fd), 0);
         assert_int_equal(shard_reader_next(r, &it), 1);
@@ -736,14 +691,14 @@ static void test_bogus_length_fields(void **state)
         struct shard_skip skip;
         uint64_t off;
         const char *why;
-        size_t start = add_header(&c, &v3), bad, s;
+        size_t start = shard_bytes_add_header(&c, &v3), bad, s;
         int fd;
 
         add_record(&c, "app", 0, false);
         bad = add_record(&c, "app", 1, true);
         add_trailer(&c, start, 2);
         s = add_shard(&c, &after, "next", 2, 0x1, true, rn);
-        fd = memfd_with(c.p, c.len);
+        fd = shard_bytes_memfd(c.p, c.len);
         assert_int_equal(shard_reader_new(&r, fd), 0);
         expect_header(r, start, 3, SHARD_SOURCE_CLIENT);
         assert_int_equal(shard_reader_next(r, &it), 1);
@@ -786,8 +741,8 @@ static void test_merged_versions(void **state)
     (void)state;
 
     wire_put_u16(b.p + se + 8, 1); /* the version 2 header as version 1 */
-    fix_crc(b.p + se, shard_header_size(5));
-    fd = memfd_with(b.p, b.len);
+    shard_bytes_fix_crc(b.p + se, shard_header_size(5));
+    fd = shard_bytes_memfd(b.p, b.len);
     assert_int_equal(shard_reader_new(&r, fd), 0);
 
     expect_header(r, sa, 2, 0);
