@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cat-syslog.h"
 #include "shard_format.h"
 
 struct cat_opts {
@@ -16,13 +17,15 @@ struct cat_opts {
     size_t n_producers;
     uint64_t since_ns; /* records received at or after; 0: no bound */
     uint64_t until_ns; /* at or before; UINT64_MAX: no bound */
+    struct cat_syslog_filter syslog; /* --priority, --identifier */
 };
 
 /* Whether records of this producer are wanted. */
 bool cat_wants_producer(const struct cat_opts *o, const char *producer);
 
-/* Prints the record if its producer and time are wanted. Returns 0, or a
- * negative errno when standard output failed. */
+/* Prints the record if its producer, time, and for syslog records their
+ * severity and identifier, are wanted. Returns 0, or a negative errno when
+ * standard output failed. */
 int cat_print_record(const struct cat_opts *o, const struct shard_item *item);
 
 /* Prints the wanted records (all of them read, none printed unless print)

@@ -71,7 +71,10 @@ static void cat_help(void)
            "where <source> is syslog-datagram, syslog-stream, or the number of a\n"
            "source this logctl does not know, and pid, uid and gid are the sender's\n"
            "credentials the kernel gave with the record ('-' each when the record\n"
-           "carries none).\n"
+           "carries none). A syslog record then has the fields of its message:\n"
+           "  facility=<f> severity=<s> identifier=<i> procid=<p> hostname=<h> time=<t> \n"
+           "('-' for what the message does not have; <t> is the message's own\n"
+           "timestamp in UTC).\n"
            "\n"
            "With --json, each record is one JSON object on one line:\n"
            "  {\"producer\":..,\"uid\":..,\"gid\":..,\"pid\":..,\"time\":..,\"shard\":..,\n"
@@ -82,7 +85,10 @@ static void cat_help(void)
            "not valid UTF-8. A record of a shard that another input than a client\n"
            "wrote has two more members before the payload: \"source\" (a string, as\n"
            "for --meta) and \"credentials\", {\"pid\":..,\"uid\":..,\"gid\":..} from the\n"
-           "kernel, or null when the record carries none.\n"
+           "kernel, or null when the record carries none; a syslog record also has\n"
+           "\"syslog\": {\"format\":..,\"facility\":..,\"severity\":..,\"identifier\":..,\n"
+           "\"procid\":..,\"hostname\":..,\"msgid\":..,\"time\":..,\"structured_data\":..}\n"
+           "(format rfc5424, rfc3164 or none; null for what the message lacks).\n"
            "\n"
            "Options:\n"
            "  -p, --producer NAME   only records of producer NAME (may be repeated)\n"
@@ -91,6 +97,12 @@ static void cat_help(void)
            "  -m, --meta            prefix each record with its producer, time, shard,\n"
            "                        stream and position\n"
            "  -j, --json            one JSON object per record\n"
+           "      --priority LEVEL  only syslog records of severity LEVEL or more\n"
+           "                        important (0-7 or emerg, alert, crit, err, warning,\n"
+           "                        notice, info, debug), or of a range FROM..TO, as\n"
+           "                        journalctl -p takes it\n"
+           "  -t, --identifier ID   only syslog records of identifier ID (the program\n"
+           "                        name in the message; may be repeated)\n"
            "  -f, --follow          keep printing the records appended to the active\n"
            "                        shards (of --producer, else of every producer) from\n"
            "                        now on, like tail -f, following each producer into\n"
@@ -138,7 +150,7 @@ static const char *source_text(unsigned source, char *buf, size_t size)
     return buf;
 }
 
-static int print_json(const struct shard_item *item)
+static int print_json(const struct shard_item *item, const struct syslog_msg *sm)
 {
     struct json_out o;
     char when[64], hex[17];
@@ -189,6 +201,8 @@ static int print_json(const struct shard_item *item)
             json_null(&o);
         }
     }
+    if (sm)
+        cat_syslog_json(&o, sm);
     if (utf8_valid(item->payload, item->len)) {
         json_key(&o, "payload");
         json_str(&o, item->payload, item->len);
@@ -216,12 +230,23 @@ static int print_json(const struct shard_item *item)
 
 int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
 {
+    struct syslog_msg parsed, *sm = NULL;
+
     if (item->timestamp_ns < o->since_ns || item->timestamp_ns > o->until_ns ||
         !cat_wants_producer(o, item->header->producer))
         return 0;
+    /* The message is parsed only when something is to be made of it: the
+     * payload is printed as received either way. */
+    if (shard_source_is_syslog(item->header->source) &&
+        (o->meta || o->json || cat_syslog_filtering(&o->syslog))) {
+        syslog_msg_parse((const char *)item->payload, item->len, item->timestamp_ns, &parsed);
+        sm = &parsed;
+    }
+    if (!cat_syslog_wanted(sm, &o->syslog))
+        return 0;
     errno = 0;
     if (o->json)
-        return print_json(item);
+        return print_json(item, sm);
     if (o->meta) {
         char when[64], stream[LOGCTL_STREAM_TEXT_MAX];
 
@@ -245,6 +270,8 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
             else
                 printf("pid=- uid=- gid=- ");
         }
+        if (sm)
+            cat_syslog_print_meta(stdout, sm);
     }
     if (fwrite(item->payload, 1, item->len, stdout) != item->len || putchar('\n') == EOF)
         return errno ? -errno : -EIO;
@@ -593,18 +620,22 @@ int logctl_cat(int argc, char **argv)
         { "follow", no_argument, NULL, 'f' },
         { "spool", required_argument, NULL, 's' },
         { "config", required_argument, NULL, 'c' },
+        { "priority", required_argument, NULL, 'P' },
+        { "identifier", required_argument, NULL, 't' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *producers[MAX_PRODUCERS];
-    struct cat_opts o = { .producers = producers, .until_ns = UINT64_MAX };
+    const char *producers[MAX_PRODUCERS], *identifiers[MAX_PRODUCERS];
+    struct cat_opts o = { .producers = producers,
+                          .until_ns = UINT64_MAX,
+                          .syslog.identifiers = identifiers };
     const char *spool_opt = NULL, *config = NULL;
     uint64_t now = now_realtime_ns();
     bool failed = false, follow = false;
     int out_err = 0;
     int opt, r;
 
-    while ((opt = getopt_long(argc, argv, ":mjp:S:U:fs:c:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":mjp:S:U:fs:c:t:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'm': o.meta = true; break;
         case 'j': o.json = true; break;
@@ -633,6 +664,21 @@ int logctl_cat(int argc, char **argv)
                 o.until_ns = t;
             break;
         }
+        case 'P':
+            o.syslog.by_severity = true;
+            if (cat_syslog_parse_priority(optarg, &o.syslog.severities) < 0)
+                return logctl_usage_error("cat",
+                                          "--priority '%s': a level (0 to 7, or emerg, alert, "
+                                          "crit, err, warning, notice, info, debug) or a "
+                                          "range FROM..TO of two",
+                                          optarg);
+            break;
+        case 't':
+            if (o.syslog.n_identifiers == MAX_PRODUCERS)
+                return logctl_usage_error("cat", "at most %d --identifier options",
+                                          MAX_PRODUCERS);
+            identifiers[o.syslog.n_identifiers++] = optarg;
+            break;
         case 'f': follow = true; break;
         case 's': spool_opt = optarg; break;
         case 'c': config = optarg; break;

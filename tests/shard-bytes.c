@@ -23,6 +23,33 @@ size_t shard_bytes_add_header(struct bytebuf *b, const struct shard_header *h)
     return off;
 }
 
+size_t shard_bytes_add_record(struct bytebuf *b, const void *payload, uint32_t len, uint64_t ts,
+                              const struct shard_creds *creds)
+{
+    size_t size = shard_record_size(len, creds != NULL);
+    size_t off = b->len;
+
+    if (creds)
+        assert_int_equal(shard_encode_record_creds(bytebuf_grow(b, size), payload, len, ts, creds),
+                         size);
+    else
+        assert_int_equal(shard_encode_record(bytebuf_grow(b, size), payload, len, ts), size);
+    return off;
+}
+
+void shard_bytes_add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records,
+                             uint64_t newest_ns)
+{
+    struct shard_trailer t = {
+        .shard_len = b->len - shard_start,
+        .records = records,
+        .newest_ns = newest_ns,
+    };
+
+    t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, 4096);
+    shard_encode_trailer(bytebuf_grow(b, t.trailer_len), &t);
+}
+
 int shard_bytes_memfd(const void *p, size_t len)
 {
     int fd = memfd_create("shard-bytes", MFD_CLOEXEC);

@@ -10,6 +10,15 @@
 
 /* Appends h encoded in the version it is written in; returns its offset. */
 size_t shard_bytes_add_header(struct bytebuf *b, const struct shard_header *h);
+/* Appends a record of len bytes received at ts, with the sender's
+ * credentials when creds is not NULL (format version 4 only); returns its
+ * offset. */
+size_t shard_bytes_add_record(struct bytebuf *b, const void *payload, uint32_t len, uint64_t ts,
+                              const struct shard_creds *creds);
+/* Appends the seal trailer of the shard that starts at shard_start and
+ * holds records, the newest received at newest_ns. */
+void shard_bytes_add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records,
+                             uint64_t newest_ns);
 /* A memfd holding the len bytes at p, its offset at 0. */
 int shard_bytes_memfd(const void *p, size_t len);
 /* Sets the CRC of the size-byte header at b to match its other bytes, so

@@ -1,6 +1,7 @@
 /* Unit tests for logctl's helpers that need no daemon: the time parser of
- * --since/--until/--before (logctl/timeparse.c), and the size and time
- * formatting and the description of skipped damage (logctl/format.c). The
+ * --since/--until/--before (logctl/timeparse.c), the size and time
+ * formatting and the description of skipped damage (logctl/format.c), and
+ * cat's syslog levels, names and filter (logctl/cat-syslog.c). The
  * JSON code and the text helpers have tests of their own (test-json.c). */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "cat-syslog.h"
 #include "cat.h"
 #include "logctl.h"
 #include "text.h"
@@ -200,6 +202,90 @@ static void test_describe_skip(void **state)
     assert_string_equal(buf, "empty file ");
 }
 
+/* --priority as journalctl's -p takes it. */
+static void test_syslog_priority(void **state)
+{
+    static const struct {
+        const char *arg;
+        int r;
+        uint8_t mask;
+    } cases[] = {
+        { "err", 0, 0x0f },         { "3", 0, 0x0f },          { "emerg", 0, 0x01 },
+        { "0", 0, 0x01 },           { "debug", 0, 0xff },      { "7", 0, 0xff },
+        { "WARNING", 0, 0x1f },     { "warn", 0, 0x1f },       { "error", 0, 0x0f },
+        { "panic", 0, 0x01 },       { "err..info", 0, 0x78 },  { "info..err", 0, 0x78 },
+        { "4..4", 0, 0x10 },        { "notice..0", 0, 0x3f },  { "", -EINVAL, 0 },
+        { "8", -EINVAL, 0 },        { "-1", -EINVAL, 0 },      { "errr", -EINVAL, 0 },
+        { "err..", -EINVAL, 0 },    { "..err", -EINVAL, 0 },   { "err...info", -EINVAL, 0 },
+        { "03", -EINVAL, 0 },       { "err,info", -EINVAL, 0 },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t mask = 0xaa;
+        int r = cat_syslog_parse_priority(cases[i].arg, &mask);
+
+        if (r != cases[i].r || (r == 0 && mask != cases[i].mask))
+            fail_msg("--priority '%s': %d, mask 0x%02x; want %d, 0x%02x", cases[i].arg, r, mask,
+                     cases[i].r, cases[i].mask);
+    }
+}
+
+static void test_syslog_names(void **state)
+{
+    char buf[4];
+
+    (void)state;
+    assert_string_equal(cat_syslog_severity_name(0), "emerg");
+    assert_string_equal(cat_syslog_severity_name(4), "warning");
+    assert_string_equal(cat_syslog_severity_name(7), "debug");
+    assert_null(cat_syslog_severity_name(8));
+    assert_null(cat_syslog_severity_name(-1));
+    assert_string_equal(cat_syslog_facility_name(0, buf), "kern");
+    assert_string_equal(cat_syslog_facility_name(9, buf), "cron");
+    assert_string_equal(cat_syslog_facility_name(10, buf), "authpriv");
+    assert_string_equal(cat_syslog_facility_name(11, buf), "ftp");
+    assert_string_equal(cat_syslog_facility_name(12, buf), "12");
+    assert_string_equal(cat_syslog_facility_name(15, buf), "15");
+    assert_string_equal(cat_syslog_facility_name(16, buf), "local0");
+    assert_string_equal(cat_syslog_facility_name(23, buf), "local7");
+}
+
+/* The filter on parsed messages: severity, identifier, both, and records
+ * that are no syslog message. */
+static void test_syslog_filter(void **state)
+{
+    static const char sshd_err[] = "<35>Dec  2 10:00:00 sshd[1]: x";
+    static const char cron_info[] = "<78>Dec  2 10:00:00 CRON[2]: y";
+    static const char no_pri[] = "plain";
+    const char *ids[] = { "CRON", "nobody" };
+    struct cat_syslog_filter none = { 0 };
+    struct cat_syslog_filter err = { .by_severity = true, .severities = 0x0f };
+    struct cat_syslog_filter all = { .by_severity = true, .severities = 0xff };
+    struct cat_syslog_filter cron = { .identifiers = ids, .n_identifiers = 2 };
+    struct cat_syslog_filter cron_err = { true, 0x0f, ids, 2 };
+    struct syslog_msg a, b, c;
+
+    (void)state;
+    syslog_msg_parse(sshd_err, strlen(sshd_err), 1796205600000000000ull, &a);
+    syslog_msg_parse(cron_info, strlen(cron_info), 1796205600000000000ull, &b);
+    syslog_msg_parse(no_pri, strlen(no_pri), 1796205600000000000ull, &c);
+    assert_true(cat_syslog_wanted(&a, &none) && cat_syslog_wanted(&c, &none));
+    assert_true(cat_syslog_wanted(NULL, &none));
+    assert_true(cat_syslog_wanted(&a, &err));
+    assert_false(cat_syslog_wanted(&b, &err));
+    /* Every level asked for still asks for a level. */
+    assert_true(cat_syslog_wanted(&b, &all));
+    assert_false(cat_syslog_wanted(&c, &all));
+    assert_false(cat_syslog_wanted(NULL, &all));
+    assert_true(cat_syslog_wanted(&b, &cron));
+    assert_false(cat_syslog_wanted(&a, &cron));
+    assert_false(cat_syslog_wanted(&c, &cron));
+    assert_false(cat_syslog_wanted(NULL, &cron));
+    assert_false(cat_syslog_wanted(&b, &cron_err));
+    assert_false(cat_syslog_wanted(&a, &cron_err));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +294,9 @@ int main(void)
         cmocka_unit_test(test_time_refused),
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_describe_skip),
+        cmocka_unit_test(test_syslog_priority),
+        cmocka_unit_test(test_syslog_names),
+        cmocka_unit_test(test_syslog_filter),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
