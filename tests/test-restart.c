@@ -179,6 +179,21 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+struct shards_of_producers {
+    struct harness *h;
+    unsigned n;
+};
+
+/* Whether every producer has a shard, open or already sealed. */
+static bool all_producers_have_shards(void *arg)
+{
+    struct shards_of_producers *w = arg;
+
+    size_t open = harness_count_files(w->h, "active", ".tmp");
+
+    return open + harness_count_files(w->h, "done", ".shard") >= w->n;
+}
+
 /* Rounds of restarts (SIGKILL or SIGTERM) under n_producers producers,
  * then the check. */
 static void restart_rounds(struct harness *h, const char *policy, int sig,
@@ -203,6 +218,17 @@ static void restart_rounds(struct harness *h, const char *policy, int sig,
         snprintf(file, sizeof(file), "report-%u", p);
         reports[p] = harness_path(h->dir, file);
         pids[p] = spawn_producer(h, names[p], count, reports[p]);
+    }
+    /* The restarts are for producers that are connected: one that connects
+     * for the first time while the daemon is away finds no socket (without
+     * systemd's socket unit nothing holds the path), which is an error to
+     * report, not one to wait out. Each producer has a shard once its
+     * HELLO is answered. */
+    {
+        struct shards_of_producers want = { h, n_producers };
+
+        if (!harness_wait_for(all_producers_have_shards, &want, 30000))
+            fail_msg("the %u producers did not all connect within 30 s", n_producers);
     }
     for (uint64_t round = 0; round < rounds && !all_done; round++) {
         struct timespec delay;
