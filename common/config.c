@@ -20,6 +20,7 @@
 
 enum key_kind {
     KEY_PATH,
+    KEY_PATH_OR_OFF, /* a path, or empty for "off" (stored as NULL) */
     KEY_STRING, /* any non-empty text */
     KEY_SIZE,
     KEY_DURATION,
@@ -93,6 +94,12 @@ static const struct key_spec keys[] = {
       4 * KIB, 1024 * GIB, NULL },
     { "shard", "max_shard_age", KEY_DURATION, offsetof(struct config, max_shard_age_ms), 1000,
       365ull * 24 * 3600 * 1000, NULL },
+    { "syslog", "datagram_socket", KEY_PATH_OR_OFF,
+      offsetof(struct config, syslog_datagram_socket), 0, 0, NULL },
+    { "syslog", "idle_timeout", KEY_DURATION, offsetof(struct config, syslog_idle_ms), 100,
+      24ull * 3600 * 1000, NULL },
+    { "syslog", "max_producers", KEY_COUNT, offsetof(struct config, syslog_max_producers), 1,
+      1000000, NULL },
     { "ship", "brokers", KEY_STRING, offsetof(struct config, ship_brokers), 0, 0, NULL },
     { "ship", "topic", KEY_STRING, offsetof(struct config, ship_topic), 0, 0, NULL },
     { "ship", "progress_topic", KEY_STRING, offsetof(struct config, ship_progress_topic), 0, 0,
@@ -143,6 +150,8 @@ int config_init(struct config *c)
     c->hello_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
     c->resume_window_ms = 3600ull * 1000;
+    c->syslog_idle_ms = 60000;
+    c->syslog_max_producers = 1024;
     c->max_streams = 100000;
     c->ship_topic = strdup("logshard");
     c->ship_progress_topic = strdup("logshard-ship-progress");
@@ -167,6 +176,8 @@ void config_free(struct config *c)
     free(c->socket_group);
     free(c->admin_socket);
     free(c->metrics_file);
+    free(c->syslog_datagram_socket);
+    c->syslog_datagram_socket = NULL;
     free(c->allowed_uids.ids);
     free(c->allowed_gids.ids);
     free(c->origin_file);
@@ -242,6 +253,7 @@ int config_copy(struct config *dst, const struct config *src)
     dst->socket_group = src->socket_group ? strdup(src->socket_group) : NULL;
     dst->admin_socket = src->admin_socket ? strdup(src->admin_socket) : NULL;
     dst->metrics_file = src->metrics_file ? strdup(src->metrics_file) : NULL;
+    dst->syslog_datagram_socket = NULL;
     dst->origin_file = src->origin_file ? strdup(src->origin_file) : NULL;
     dst->allowed_uids = (struct config_id_list){ NULL, 0 };
     dst->allowed_gids = (struct config_id_list){ NULL, 0 };
@@ -250,6 +262,7 @@ int config_copy(struct config *dst, const struct config *src)
         (src->origin_file && !dst->origin_file) ||
         dup_ids(&dst->allowed_uids, &src->allowed_uids) < 0 ||
         dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0 ||
+        dup_string(&dst->syslog_datagram_socket, src->syslog_datagram_socket) < 0 ||
         dup_string(&dst->ship_brokers, src->ship_brokers) < 0 ||
         dup_string(&dst->ship_topic, src->ship_topic) < 0 ||
         dup_string(&dst->ship_progress_topic, src->ship_progress_topic) < 0 ||
@@ -461,6 +474,23 @@ static int set_value(struct config *c, const struct key_spec *k, const char *val
     int r;
 
     switch (k->kind) {
+    case KEY_PATH_OR_OFF: {
+        char **slot = (char **)((char *)c + k->offset);
+        char *copy = NULL;
+
+        /* Empty turns the input off, so that a file can say so plainly and
+         * the command line can turn off what the file turned on. */
+        if (*value) {
+            copy = strdup(value);
+            if (!copy) {
+                snprintf(why, why_len, "out of memory");
+                return -ENOMEM;
+            }
+        }
+        free(*slot);
+        *slot = copy;
+        return 0;
+    }
     case KEY_PATH:
     case KEY_STRING: {
         char **slot = (char **)((char *)c + k->offset);

@@ -82,6 +82,14 @@ struct config {
     uint64_t resume_window_ms;
     uint64_t max_streams;
 
+    /* [syslog]: the /dev/log-style datagram socket (NULL: off), how long a
+     * syslog producer's shard stays open without a message before it is
+     * sealed, and how many syslog producers have an open shard at once
+     * (beyond it, the one idle longest is sealed). */
+    char *syslog_datagram_socket;
+    uint64_t syslog_idle_ms;
+    uint64_t syslog_max_producers;
+
     char *admin_socket;          /* the admin socket (logctl status, ls, rotate) */
     char *metrics_file;          /* Prometheus text file; NULL: no metrics */
     uint64_t metrics_interval_ms;

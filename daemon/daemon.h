@@ -17,6 +17,8 @@ struct io;
 struct listener;
 struct admin;
 struct metrics;
+struct syslog_dgram;
+struct syslog_producers;
 struct shard;
 
 /* Buckets of the fsync latency histogram (stats.h has their bounds): 17
@@ -46,6 +48,16 @@ struct daemon_stats {
     uint64_t streams_refused; /* resumes refused: unknown stream, wrong uid or name */
     uint64_t records_duplicate; /* records below their stream's position: acknowledged, not written */
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
+
+    /* The syslog datagram socket (syslog-datagram.c): datagrams read, the
+     * records they became, and every datagram that became none, by why. */
+    uint64_t syslog_datagrams;
+    uint64_t syslog_records;
+    uint64_t syslog_dropped_empty;     /* nothing left once the trailer is stripped */
+    uint64_t syslog_dropped_oversized; /* over max_record_bytes (or cut by the kernel) */
+    uint64_t syslog_dropped_refused;   /* no shard for it: max_open_shards, memory, I/O */
+    uint64_t syslog_dropped_failed;    /* taken, then lost in a failed write or sync */
+    uint64_t syslog_pauses;            /* times reading stopped for memory_limit_bytes */
 
     /* fdatasync of shard data (queue_sync to on_sync in shard.c); under
      * batch and always the write linked before it is part of the time. */
@@ -78,6 +90,7 @@ struct daemon_args {
     const char *socket;
     const char *fsync;
     const char *admin_socket;
+    const char *syslog_socket; /* --syslog-socket: [syslog] datagram_socket */
 };
 
 struct daemon {
@@ -87,6 +100,11 @@ struct daemon {
     struct io *io;
     struct listener *listener;
     struct admin *admin;     /* NULL when the admin socket could not be set up */
+    struct syslog_dgram *syslog_dgram; /* NULL: the datagram socket is off (or stopped) */
+    struct syslog_producers *syslog_producers; /* the syslog producers and their shards */
+    /* Sockets systemd passed (sd_listen_fds, asked once by main.c): the
+     * producer socket, and a syslog socket when one is configured. */
+    int listen_fds;
     struct metrics *metrics;
     uint64_t start_mono_ns;
     uint64_t start_real_ns;

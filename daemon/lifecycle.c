@@ -6,9 +6,11 @@
  * main.c) re-arms both, since their periods come from the settings.
  *
  * The drain (SIGTERM or SIGINT): stop accepting on the producer and admin
- * sockets, let every session finish what it accepted, seal every shard,
+ * sockets, read what waits on the syslog datagram socket and close it,
+ * let every session finish what it accepted, seal every shard (the syslog
+ * producers' too),
  * then close the loop's last handles so that uv_run returns. The drain is
- * over when the listener and the admin socket have stopped, the last
+ * over when the listener, the admin socket and the syslog socket have stopped, the last
  * session has closed and the last shard has been sealed; each of those
  * calls lifecycle_maybe_finish(), the shards through their sealed event. */
 #include "lifecycle.h"
@@ -31,6 +33,8 @@
 #include "session.h"
 #include "streams.h"
 #include "shard.h"
+#include "syslog-datagram.h"
+#include "syslog-producers.h"
 #include "stats.h"
 
 /* Only forward, one step at a time: running, draining, stopped. */
@@ -66,6 +70,7 @@ static void close_handle(uv_handle_t *h)
 static void on_age_timer(uv_timer_t *h)
 {
     session_sweep(h->data);
+    syslog_producers_sweep(h->data);
     streams_expire(h->data);
 }
 
@@ -74,7 +79,8 @@ static void on_age_timer(uv_timer_t *h)
 static uint64_t age_check_interval_ms(const struct config *c)
 {
     uint64_t ms = 1000;
-    uint64_t limits[] = { c->max_shard_age_ms, c->hello_timeout_ms, c->idle_timeout_ms };
+    uint64_t limits[] = { c->max_shard_age_ms, c->hello_timeout_ms, c->idle_timeout_ms,
+                          c->syslog_idle_ms };
 
     for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
         if (limits[i] / 4 < ms)
@@ -147,6 +153,9 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
         { "[daemon] socket_mode", offsetof(struct config, socket_mode), false },
         { "[daemon] io_backend", offsetof(struct config, io_backend), false },
         { "[daemon] socket_group", offsetof(struct config, socket_group), true },
+        /* The socket stays as it is: senders hold its path, and a queue
+         * of datagrams waits in it. */
+        { "[syslog] datagram_socket", offsetof(struct config, syslog_datagram_socket), true },
     };
 
     assert(d->lifecycle == LIFECYCLE_RUNNING);
@@ -195,8 +204,8 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
 
 void lifecycle_maybe_finish(struct daemon *d)
 {
-    if (d->lifecycle != LIFECYCLE_DRAINING || d->listener || d->admin || !list_empty(&d->sessions) ||
-        !list_empty(&d->shards))
+    if (d->lifecycle != LIFECYCLE_DRAINING || d->listener || d->admin || d->syslog_dgram ||
+        !list_empty(&d->sessions) || !list_empty(&d->shards))
         return;
     d->stats.syncs = io_syncs_done(d->io);
     if (io_close(d->io, NULL, NULL) < 0)
@@ -225,6 +234,14 @@ static void on_listener_stopped(void *data)
     lifecycle_maybe_finish(d);
 }
 
+static void on_syslog_dgram_stopped(void *data)
+{
+    struct daemon *d = data;
+
+    d->syslog_dgram = NULL;
+    lifecycle_maybe_finish(d);
+}
+
 static void on_admin_stopped(void *data)
 {
     struct daemon *d = data;
@@ -250,6 +267,11 @@ void lifecycle_begin_drain(struct daemon *d, const char *why)
         listener_stop(d->listener, on_listener_stopped, d);
     if (d->admin)
         admin_stop(d->admin, on_admin_stopped, d);
+    /* The datagrams already queued are read before the socket closes, so
+     * the syslog shards are sealed after them. */
+    if (d->syslog_dgram)
+        syslog_dgram_stop(d->syslog_dgram, on_syslog_dgram_stopped, d);
     session_drain_all(d);
+    syslog_producers_seal_all(d);
     lifecycle_maybe_finish(d);
 }

@@ -126,18 +126,52 @@ static int bind_socket(struct listener *l, char *why, size_t why_len)
     return r;
 }
 
+/* The one listening Unix stream socket among those systemd passed. The
+ * others may only be datagram sockets, which syslog-datagram.c takes when
+ * one is at [syslog] datagram_socket; anything else is a unit file that
+ * does not match this daemon. */
+static int find_activated_socket(struct listener *l, int *ret_fd, char *why, size_t why_len)
+{
+    int found = -1;
+
+    for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + l->d->listen_fds; fd++) {
+        if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
+            if (found >= 0) {
+                snprintf(why, why_len,
+                         "systemd passed two listening stream sockets (fds %d and %d); "
+                         "logshardd takes exactly one",
+                         found, fd);
+                return -EINVAL;
+            }
+            found = fd;
+        } else if (sd_is_socket_unix(fd, SOCK_DGRAM, -1, NULL, 0) <= 0) {
+            snprintf(why, why_len,
+                     "the socket systemd passed (fd %d) is neither a listening Unix stream "
+                     "socket nor a Unix datagram socket",
+                     fd);
+            return -EINVAL;
+        }
+    }
+    if (found < 0) {
+        snprintf(why, why_len,
+                 "the socket systemd passed (fd %d) is not a listening Unix stream socket",
+                 SD_LISTEN_FDS_START);
+        return -EINVAL;
+    }
+    *ret_fd = found;
+    return 0;
+}
+
 static int take_activated_socket(struct listener *l, char *why, size_t why_len)
 {
-    int fd = SD_LISTEN_FDS_START;
+    int fd;
     struct sockaddr_un sa;
     socklen_t len = sizeof(sa);
     int r;
 
-    if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
-        snprintf(why, why_len,
-                 "the socket systemd passed (fd %d) is not a listening Unix stream socket", fd);
-        return -EINVAL;
-    }
+    r = find_activated_socket(l, &fd, why, why_len);
+    if (r < 0)
+        return r;
     l->activated = true;
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
@@ -160,22 +194,17 @@ static int take_activated_socket(struct listener *l, char *why, size_t why_len)
 int listener_start(struct daemon *d, struct listener **ret, char *why, size_t why_len)
 {
     struct listener *l = calloc(1, sizeof(*l));
-    int n, r;
+    int r;
 
     if (!l)
         return -ENOMEM;
     l->d = d;
     unixsock_init(&l->sock, d->loop, &listener_ops, EMFILE_PAUSE_MS, l);
 
-    n = sd_listen_fds(1);
-    if (n > 1) {
-        snprintf(why, why_len, "systemd passed %d sockets; logshardd takes exactly one", n);
-        r = -EINVAL;
-    } else if (n == 1) {
+    if (d->listen_fds > 0)
         r = take_activated_socket(l, why, why_len);
-    } else {
+    else
         r = bind_socket(l, why, why_len);
-    }
     if (r < 0) {
         free(l->shown_path);
         free(l);

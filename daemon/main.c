@@ -2,7 +2,7 @@
  *
  * Start-up order: settings (defaults, then the file, then the command line),
  * spool, recovery of the shards an earlier run left in active/, the I/O
- * backend, the listener, the signals and the lifecycle's periodic work, the
+ * backend, the listener, the syslog datagram socket when configured, the signals and the lifecycle's periodic work, the
  * admin socket and the metrics file, then READY=1. SIGHUP reads the
  * settings again and lifecycle.c puts them in force; SIGTERM or SIGINT
  * starts lifecycle.c's drain: stop accepting, let every session finish what
@@ -40,9 +40,13 @@
 #include "spool.h"
 #include "stats.h"
 #include "streams-scan.h"
+#include "syslog-datagram.h"
+#include "syslog-producers.h"
 
 #define IO_RING_ENTRIES 256u
 #define EXIT_USAGE 2
+/* Long options without a short one. */
+#define OPT_SYSLOG_SOCKET 0x100
 
 static void usage(FILE *out)
 {
@@ -61,6 +65,9 @@ static void usage(FILE *out)
             "                      (default %s; mode 0600, root and the daemon's user)\n"
             "  -f, --fsync POLICY  none, interval, batch or always: when a record is\n"
             "                      acknowledged (default batch; see logshard.conf(5))\n"
+            "      --syslog-socket PATH\n"
+            "                      receive syslog datagrams (/dev/log-style) on PATH\n"
+            "                      ([syslog] datagram_socket; \"\" turns it off)\n"
             "  -h, --help          show this help\n"
             "  -V, --version       show the version\n"
             "\n"
@@ -77,6 +84,7 @@ static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
         { "socket", required_argument, NULL, 'S' },
         { "admin-socket", required_argument, NULL, 'A' },
         { "fsync", required_argument, NULL, 'f' },
+        { "syslog-socket", required_argument, NULL, OPT_SYSLOG_SOCKET },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -90,6 +98,7 @@ static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
         case 'S': c->socket = optarg; break;
         case 'A': c->admin_socket = optarg; break;
         case 'f': c->fsync = optarg; break;
+        case OPT_SYSLOG_SOCKET: c->syslog_socket = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("logshardd %s\n", LOGSHARD_VERSION); return 0;
         default: usage(stderr); return -EINVAL;
@@ -118,6 +127,7 @@ static int load_settings(struct config *cfg, const struct daemon_args *a, char *
         { a->socket, "daemon", "socket", "--socket" },
         { a->admin_socket, "daemon", "admin_socket", "--admin-socket" },
         { a->fsync, "sync", "fsync", "--fsync" },
+        { a->syslog_socket, "syslog", "datagram_socket", "--syslog-socket" },
     };
     char why[768];
     int r;
@@ -281,9 +291,32 @@ static int run(struct daemon *d)
     io_set_before_submit(d->io, shard_write_dirty, d);
     session_init(d);
 
+    /* Asked once: the producer socket and the syslog socket both choose
+     * from what systemd passed, and the environment is cleared here. */
+    d->listen_fds = sd_listen_fds(1);
+    if (d->listen_fds < 0) {
+        log_error("cannot read the sockets systemd passed: %s", strerror(-d->listen_fds));
+        d->listen_fds = 0;
+    }
     r = listener_start(d, &d->listener, why, sizeof(why));
     if (r < 0) {
         log_error("%s", why);
+        d->listener = NULL;
+        (void)io_close(d->io, NULL, NULL); /* nothing was queued yet */
+        d->io = NULL;
+        return 1;
+    }
+
+    r = syslog_producers_new(d, &d->syslog_producers);
+    if (r == 0 && d->config.syslog_datagram_socket)
+        r = syslog_dgram_start(d, &d->syslog_dgram, why, sizeof(why));
+    else if (r < 0)
+        snprintf(why, sizeof(why), "out of memory");
+    if (r < 0) {
+        /* Nothing was accepted yet: the listener's socket file goes, and
+         * the loop's last run in main() closes its handles. */
+        log_error("%s", why);
+        listener_stop(d->listener, NULL, NULL);
         d->listener = NULL;
         (void)io_close(d->io, NULL, NULL); /* nothing was queued yet */
         d->io = NULL;
@@ -322,6 +355,9 @@ static int run(struct daemon *d)
     r = notify_start(d);
     if (r < 0)
         log_warning("cannot read WATCHDOG_USEC: %s; no watchdog pings", strerror(-r));
+    if (d->syslog_dgram)
+        log_info("syslog datagrams on %s%s", syslog_dgram_path(d->syslog_dgram),
+                 syslog_dgram_activated(d->syslog_dgram) ? " (socket from systemd)" : "");
     notify_ready(d);
 
     uv_run(d->loop, UV_RUN_DEFAULT);
@@ -401,6 +437,7 @@ int main(int argc, char **argv)
     spool_close(&d);
     memory_pool_drain(&d);
     streams_free(&d);
+    syslog_producers_free(&d);
     config_free(&d.config);
     free(d.rx_scratch);
     return r;

@@ -224,6 +224,8 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
         memcpy(h.stream_id, ident->stream_id, SHARD_STREAM_ID_SIZE);
         h.first_position = ident->first_position;
     }
+    h.source = ident->source; /* not the client's: version 4 (shard_header_write_version) */
+    s->source = ident->source;
     h.uid = ident->uid;
     h.gid = ident->gid;
     h.pid = ident->pid;
@@ -275,18 +277,28 @@ fail:
     return r;
 }
 
-int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
+/* The one way a record enters the filling batch. Credentials make it
+ * SHARD_RECORD_CREDS bytes longer than a client's: every count of bytes
+ * here (the reservation, size_queued, and through it the trailer's
+ * shard_len) comes from shard_record_size(), never from 16 + len. */
+static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
+                         const struct shard_creds *creds)
 {
+    size_t size = shard_record_size(len, creds != NULL);
     int r;
 
     assert(s->state == SHARD_OPEN);
     if (s->error)
         return s->error;
-    r = batch_reserve(s->d, &s->filling, SHARD_RECORD_HEADER + (size_t)len);
+    r = batch_reserve(s->d, &s->filling, size);
     if (r < 0)
         return r;
-    s->filling.len += shard_encode_record(s->filling.buf + s->filling.len, rec, len,
-                                          timestamp_ns);
+    if (creds)
+        s->filling.len += shard_encode_record_creds(s->filling.buf + s->filling.len, rec, len,
+                                                    timestamp_ns, creds);
+    else
+        s->filling.len += shard_encode_record(s->filling.buf + s->filling.len, rec, len,
+                                              timestamp_ns);
     s->filling.records++;
     if (s->records_queued == 0)
         s->first_record_ns = timestamp_ns;
@@ -294,9 +306,25 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
     if (timestamp_ns > s->newest_record_ns)
         s->newest_record_ns = timestamp_ns;
     s->records_queued++;
-    s->size_queued += SHARD_RECORD_HEADER + (uint64_t)len;
+    s->records_appended++;
+    s->size_queued += size;
     mark_dirty(s);
     return 0;
+}
+
+int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
+{
+    /* A client's shard is version 3, where a credential block is invalid. */
+    assert(s->source == SHARD_SOURCE_CLIENT);
+    return append_record(s, rec, len, timestamp_ns, NULL);
+}
+
+int shard_append_creds(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
+                       const struct shard_creds *creds)
+{
+    /* Only a version 4 header allows the credentials flag in a record. */
+    assert(s->source != SHARD_SOURCE_CLIENT && creds);
+    return append_record(s, rec, len, timestamp_ns, creds);
 }
 
 enum shard_sync shard_sync_for_policy(unsigned fsync_policy)

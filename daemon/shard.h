@@ -62,6 +62,11 @@ struct shard_ident {
     /* The shard of the same stream before this one while it may still
      * write (retired, not yet settled), else NULL. See shard_open(). */
     struct shard *after;
+    /* The input the records come from (enum shard_source): 0, a client,
+     * writes format version 3 as always; any other writes version 4 with
+     * the source in its header, and its records go through
+     * shard_append_creds(). */
+    uint16_t source;
 };
 
 /* Where a shard is in its life; only forward, each step once. */
@@ -103,6 +108,7 @@ struct shard {
     uint64_t size_written; /* bytes known written: the next write's offset */
     uint64_t size_synced;  /* bytes an fdatasync has proven durable */
     uint64_t records_queued;
+    uint64_t records_appended; /* every record taken, never lowered (for counting losses) */
     uint64_t records_written;
     uint64_t records_synced;
 
@@ -133,6 +139,7 @@ struct shard {
     bool has_stream;
     uint8_t stream_id[SHARD_STREAM_ID_SIZE];
     uint64_t first_position;
+    uint16_t source; /* enum shard_source, as in the header */
 
     enum shard_state state;
     int error; /* first write error; no records are taken after it */
@@ -142,7 +149,8 @@ struct shard {
 };
 
 /* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL) and queues its
- * header (format version 3, with the ident's stream and first position).
+ * header (format version 3, with the ident's stream and first position;
+ * version 4 with the ident's source when that is not a client).
  * When ident->after is a shard of the same stream that is still writing,
  * the new shard writes nothing until that one has settled, and if that one
  * fails instead, the new shard fails too and keeps nothing: positions on
@@ -155,6 +163,11 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
 /* Adds one record received at timestamp_ns to the filling batch.
  * Returns 0, -ENOMEM, or the shard's write error once it has one. */
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns);
+
+/* Like shard_append(), for a shard of a source that is not a client
+ * (version 4): the record carries its sender's kernel credentials. */
+int shard_append_creds(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
+                       const struct shard_creds *creds);
 
 /* Records of this shard that count as acknowledged under its way of
  * syncing. */

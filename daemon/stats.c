@@ -31,6 +31,7 @@
 #include "memory.h"
 #include "session.h"
 #include "shard.h"
+#include "syslog-producers.h"
 
 #define RATE_PERIOD_MS 1000u
 
@@ -182,6 +183,16 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->streams_resumed = st->streams_resumed;
     f->streams_refused = st->streams_refused;
     f->records_duplicate = st->records_duplicate;
+
+    f->syslog_on = d->syslog_dgram != NULL;
+    f->syslog_producers = syslog_producers_count(d);
+    f->syslog_datagrams = st->syslog_datagrams;
+    f->syslog_records = st->syslog_records;
+    f->syslog_dropped_empty = st->syslog_dropped_empty;
+    f->syslog_dropped_oversized = st->syslog_dropped_oversized;
+    f->syslog_dropped_refused = st->syslog_dropped_refused;
+    f->syslog_dropped_failed = st->syslog_dropped_failed;
+    f->syslog_pauses = st->syslog_pauses;
 
     f->active_fd = d->active_fd;
     f->done_fd = d->done_fd;
@@ -351,6 +362,22 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_member_u64(o, "records_duplicate", f->records_duplicate);
     json_obj_end(o);
 
+    json_key(o, "syslog");
+    json_obj_begin(o);
+    json_member_bool(o, "datagram_socket", f->syslog_on);
+    json_member_u64(o, "producers", f->syslog_producers);
+    json_member_u64(o, "datagrams", f->syslog_datagrams);
+    json_member_u64(o, "records", f->syslog_records);
+    json_key(o, "dropped");
+    json_obj_begin(o);
+    json_member_u64(o, "empty", f->syslog_dropped_empty);
+    json_member_u64(o, "oversized", f->syslog_dropped_oversized);
+    json_member_u64(o, "refused", f->syslog_dropped_refused);
+    json_member_u64(o, "failed", f->syslog_dropped_failed);
+    json_obj_end(o);
+    json_member_u64(o, "pauses", f->syslog_pauses);
+    json_obj_end(o);
+
     json_key(o, "disk");
     json_obj_begin(o);
     if (f->spool_error) {
@@ -480,6 +507,24 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                "Records received below their stream's position: acknowledged, not written "
                "again.",
                f->records_duplicate);
+    metric_u64(out, "logshard_syslog_datagrams_total", "counter",
+               "Datagrams read from the syslog datagram socket since start.",
+               f->syslog_datagrams);
+    metric_u64(out, "logshard_syslog_records_total", "counter",
+               "Syslog datagrams that became records since start.", f->syslog_records);
+    family(out, "logshard_syslog_dropped_total", "counter",
+           "Syslog datagrams since start that became no record (empty, oversized, refused: "
+           "no shard or memory for it, failed: lost in a failed write or sync).");
+    fprintf(out,
+            "logshard_syslog_dropped_total{why=\"empty\"} %" PRIu64 "\n"
+            "logshard_syslog_dropped_total{why=\"oversized\"} %" PRIu64 "\n"
+            "logshard_syslog_dropped_total{why=\"refused\"} %" PRIu64 "\n"
+            "logshard_syslog_dropped_total{why=\"failed\"} %" PRIu64 "\n",
+            f->syslog_dropped_empty, f->syslog_dropped_oversized, f->syslog_dropped_refused,
+            f->syslog_dropped_failed);
+    metric_u64(out, "logshard_syslog_pauses_total", "counter",
+               "Times the syslog datagram socket stopped being read for memory_limit_bytes.",
+               f->syslog_pauses);
     metric_u64(out, "logshard_syncs_total", "counter",
                "fdatasync and fsync calls completed since start (shard data, seals, "
                "directories).",

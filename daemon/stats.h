@@ -84,6 +84,15 @@ struct stats_figures {
     uint64_t streams_known, streams_forgotten, streams_resumed, streams_refused;
     uint64_t records_duplicate;
 
+    /* The syslog datagram socket: whether it is on, what it read, and
+     * every datagram that became no record, by why. */
+    bool syslog_on;
+    uint64_t syslog_producers;
+    uint64_t syslog_datagrams, syslog_records;
+    uint64_t syslog_dropped_empty, syslog_dropped_oversized, syslog_dropped_refused,
+        syslog_dropped_failed;
+    uint64_t syslog_pauses;
+
     /* From stats_measure_spool. */
     int active_fd, done_fd, spool_fd; /* the daemon's, borrowed, read only */
     int spool_error;                  /* 0, or why the figures below are missing */

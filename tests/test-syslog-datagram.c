@@ -1,0 +1,860 @@
+/* The syslog datagram socket (--syslog-socket, [syslog] datagram_socket)
+ * with senders that are not ours: util-linux logger, Python's
+ * SysLogHandler, and datagrams this test writes itself where a sender must
+ * misbehave. The real logshardd, read back with the real logctl cat
+ * --spool --json after SIGTERM:
+ *  - each message is one record, byte for byte the datagram less the NULs
+ *    and the line end senders append, exactly once;
+ *  - the producer is <identifier>.u<uid>, the source syslog-datagram, and
+ *    the credentials the kernel's (a pid forged in the text changes
+ *    nothing);
+ *  - empty datagrams and oversized ones are counted (logctl status) and
+ *    logged with their sender; garbage and 200 identifiers are taken;
+ *  - a producer idle for [syslog] idle_timeout has its shard sealed, and
+ *    [syslog] max_producers seals the least recently used;
+ *  - the socket survives a reload, replaces a stale socket file, is 0666,
+ *    and is gone after the exit;
+ *  - over memory_limit_bytes the daemon stops reading, so senders wait in
+ *    the kernel. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "json.h"
+
+#define RUN_MS 30000
+#define STOP_MS 30000
+
+/* ---- the daemon with the syslog socket ---- */
+
+static char *syslog_path(struct harness *h)
+{
+    return harness_path(h->dir, "log.sock");
+}
+
+static void start_with_syslog(struct harness *h, const char *config)
+{
+    char *path = syslog_path(h);
+    const char *extra[] = { "--syslog-socket", path, NULL };
+
+    harness_write_config(h, config ? config : "");
+    harness_start(h, extra);
+    free(path);
+}
+
+/* ---- senders ---- */
+
+/* A raw datagram from this process: the test is the sender, so the
+ * credentials must be its own. */
+static int dgram_socket(void)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int size = 256 * 1024;
+
+    assert_true(fd >= 0);
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)); /* best effort */
+    return fd;
+}
+
+static struct sockaddr_un dgram_address(struct harness *h, socklen_t *ret_len)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char *path = syslog_path(h);
+
+    assert_true(strlen(path) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, path);
+    *ret_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+    free(path);
+    return sa;
+}
+
+static void send_raw(struct harness *h, const void *buf, size_t len)
+{
+    socklen_t sl;
+    struct sockaddr_un sa = dgram_address(h, &sl);
+    int fd = dgram_socket();
+    ssize_t n = sendto(fd, buf, len, 0, (struct sockaddr *)&sa, sl);
+
+    if (n < 0 || (size_t)n != len)
+        fail_msg("sendto %s (%zu bytes): %s", sa.sun_path, len, n < 0 ? strerror(errno) : "short");
+    close(fd);
+}
+
+static void send_text(struct harness *h, const char *text)
+{
+    send_raw(h, text, strlen(text));
+}
+
+/* The program's path from $PATH (harness_run does not search it), or
+ * NULL. */
+static char *find_program(const char *name)
+{
+    const char *path = getenv("PATH");
+    char *copy = strdup(path && *path ? path : "/usr/bin:/bin"), *save = NULL;
+
+    assert_non_null(copy);
+    for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char *full = harness_path(dir, name);
+        if (access(full, X_OK) == 0) {
+            free(copy);
+            return full;
+        }
+        free(full);
+    }
+    free(copy);
+    return NULL;
+}
+
+/* A sender someone else wrote, or the test is skipped (exit 77 style). */
+static char *need_program(const char *name)
+{
+    char *p = find_program(name);
+
+    if (!p) {
+        print_message("%s is not installed: skipped\n", name);
+        skip();
+    }
+    return p;
+}
+
+/* Runs util-linux logger against the socket; arguments NULL-terminated. */
+static void run_logger(struct harness *h, ...)
+{
+    const char *argv[24];
+    char *path = syslog_path(h);
+    char *logger = need_program("logger");
+    size_t n = 0;
+    va_list ap;
+    int status;
+
+    argv[n++] = logger;
+    argv[n++] = "-u";
+    argv[n++] = path;
+    argv[n++] = "--socket-errors=on";
+    argv[n++] = "-d"; /* a datagram, as to /dev/log */
+    va_start(ap, h);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 23;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    status = harness_run(argv, NULL, NULL, RUN_MS);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("logger exited with status %d", status);
+    free(logger);
+    free(path);
+}
+
+/* ---- reading the spool back ---- */
+
+struct rec {
+    char producer[80];
+    char source[32];
+    uint64_t hdr_pid, hdr_uid, hdr_gid;
+    uint64_t pid, uid, gid; /* the record's credentials */
+    char *payload;          /* the bytes, or the base64 text when b64 */
+    size_t len;
+    bool b64;
+};
+
+struct recs {
+    struct rec *v;
+    size_t n;
+};
+
+static void recs_free(struct recs *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->v[i].payload);
+    free(r->v);
+    r->v = NULL;
+    r->n = 0;
+}
+
+/* Every record of the spool, as logctl cat --spool --json shows it, once
+ * logctl verify has found every shard sound (its seal trailer's length
+ * included, which counts the records' credential blocks). */
+static struct recs read_spool(struct harness *h)
+{
+    struct harness_run run = harness_run_logctl(h, "verify", "--spool", h->spool, NULL);
+    struct recs r = { NULL, 0 };
+    char *line, *nl;
+
+    harness_expect_code(&run, 0, "logctl verify --spool");
+    harness_run_free(&run);
+    run = harness_run_logctl(h, "cat", "--spool", h->spool, "--json", NULL);
+
+    harness_expect_code(&run, 0, "logctl cat --spool --json");
+    for (line = run.out; (nl = memchr(line, '\n', run.out_len - (size_t)(line - run.out)));
+         line = nl + 1) {
+        struct json_value *v = NULL;
+        const struct json_value *cred, *pl;
+        const char *why = NULL;
+        struct rec *x;
+
+        if (json_parse(line, (size_t)(nl - line), &v, &why, NULL) != 0)
+            fail_msg("logctl cat --json printed a line that is not JSON (%s): %.*s", why,
+                     (int)(nl - line), line);
+        r.v = realloc(r.v, (r.n + 1) * sizeof(*r.v));
+        assert_non_null(r.v);
+        x = &r.v[r.n++];
+        memset(x, 0, sizeof(*x));
+        snprintf(x->producer, sizeof(x->producer), "%s", json_get_str(v, "producer", "?"));
+        snprintf(x->source, sizeof(x->source), "%s", json_get_str(v, "source", "?"));
+        x->hdr_pid = json_get_u64(v, "pid", UINT64_MAX);
+        x->hdr_uid = json_get_u64(v, "uid", UINT64_MAX);
+        x->hdr_gid = json_get_u64(v, "gid", UINT64_MAX);
+        cred = json_get(v, "credentials");
+        if (!cred)
+            fail_msg("a record without credentials: %.*s", (int)(nl - line), line);
+        x->pid = json_get_u64(cred, "pid", UINT64_MAX);
+        x->uid = json_get_u64(cred, "uid", UINT64_MAX);
+        x->gid = json_get_u64(cred, "gid", UINT64_MAX);
+        pl = json_get(v, "payload");
+        if (!pl) {
+            pl = json_get(v, "payload_base64");
+            x->b64 = true;
+        }
+        assert_non_null(pl);
+        assert_int_equal(pl->type, JSON_STRING);
+        x->payload = malloc(pl->string_len + 1);
+        assert_non_null(x->payload);
+        memcpy(x->payload, pl->string, pl->string_len + 1);
+        x->len = pl->string_len;
+        json_value_free(v);
+    }
+    harness_run_free(&run);
+    return r;
+}
+
+/* The one record of producer with exactly these payload bytes; fails the
+ * test unless there is exactly one. */
+static const struct rec *expect_once(const struct recs *r, const char *producer,
+                                     const void *payload, size_t len)
+{
+    const struct rec *found = NULL;
+    size_t hits = 0;
+    char *b64 = malloc(base64_encoded_len(len) + 1);
+
+    assert_non_null(b64);
+    base64_encode(payload, len, b64);
+    for (size_t i = 0; i < r->n; i++) {
+        const struct rec *x = &r->v[i];
+        bool same = x->b64 ? strcmp(x->payload, b64) == 0
+                           : x->len == len && memcmp(x->payload, payload, len) == 0;
+
+        if (same && strcmp(x->producer, producer) == 0) {
+            found = x;
+            hits++;
+        }
+    }
+    if (hits != 1) {
+        for (size_t i = 0; i < r->n; i++)
+            fprintf(stderr, "  record %zu: %s %s %.*s\n", i, r->v[i].producer,
+                    r->v[i].b64 ? "(base64)" : "", (int)(r->v[i].len > 120 ? 120 : r->v[i].len),
+                    r->v[i].payload);
+        fail_msg("producer %s: %zu records of the %zu-byte payload %.60s, expected 1", producer,
+                 hits, len, b64);
+    }
+    free(b64);
+    assert_string_equal(found->source, "syslog-datagram");
+    return found;
+}
+
+/* The record must name this process as its sender, in its credentials
+ * and (it opened the shard) the header. */
+static void expect_our_creds(const struct rec *x)
+{
+    assert_int_equal(x->pid, (uint64_t)getpid());
+    assert_int_equal(x->uid, (uint64_t)getuid());
+    assert_int_equal(x->gid, (uint64_t)getgid());
+    assert_int_equal(x->hdr_uid, (uint64_t)getuid());
+}
+
+static char *producer_of(const char *ident)
+{
+    char *s = NULL;
+
+    assert_true(asprintf(&s, "%s.u%u", ident, (unsigned)getuid()) > 0);
+    return s;
+}
+
+static void stop_clean(struct harness *h)
+{
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, STOP_MS));
+}
+
+/* logctl status --json: a member of the syslog object (group NULL), of an
+ * object in it, or (group "") of the top level. */
+static uint64_t status_syslog(struct harness *h, const char *group, const char *key)
+{
+    struct harness_run run =
+        harness_run_logctl(h, "status", "--json", "--admin-socket", h->admin_sock, NULL);
+    struct json_value *v = NULL;
+    const struct json_value *o;
+    uint64_t n;
+
+    harness_expect_code(&run, 0, "logctl status --json");
+    assert_int_equal(json_parse(run.out, run.out_len, &v, NULL, NULL), 0);
+    o = group && !*group ? v : json_get(v, "syslog");
+    if (!o)
+        fail_msg("logctl status --json has no syslog object: %s", run.out);
+    if (group && *group)
+        o = json_get(o, group);
+    n = json_get_u64(o, key, UINT64_MAX);
+    json_value_free(v);
+    harness_run_free(&run);
+    return n;
+}
+
+/* ---- tests ---- */
+
+/* logger in its three formats: each message is a record of <tag>.u<uid>,
+ * the payload ending in the message (logger's line end stripped), from a
+ * process that is not the test, with our uid and gid. */
+static void test_logger(void **state)
+{
+    struct harness *h = *state;
+    struct recs r;
+    const char *tags[] = { "plain-tag", "t3164", "t5424" };
+    const char *msgs[] = { "plain message", "bsd message", "five four two four" };
+
+    free(need_program("logger")); /* before the daemon starts */
+    start_with_syslog(h, NULL);
+    run_logger(h, "-t", tags[0], msgs[0], NULL);
+    run_logger(h, "--rfc3164", "-t", tags[1], msgs[1], NULL);
+    run_logger(h, "--rfc5424", "--sd-id", "zoo@32473", "--sd-param", "tiger=\"hungry\"", "-t",
+               tags[2], "--msgid", "ID47", msgs[2], NULL);
+    stop_clean(h);
+
+    r = read_spool(h);
+    assert_int_equal(r.n, 3);
+    for (size_t i = 0; i < 3; i++) {
+        char *producer = producer_of(tags[i]);
+        const struct rec *x = NULL;
+        size_t ml = strlen(msgs[i]);
+
+        for (size_t j = 0; j < r.n; j++)
+            if (strcmp(r.v[j].producer, producer) == 0)
+                x = &r.v[j];
+        if (!x)
+            fail_msg("no record of producer %s", producer);
+        assert_string_equal(x->source, "syslog-datagram");
+        assert_false(x->b64);
+        /* Byte for byte what logger sent but its "\n": the text ends the
+         * payload, with the PRI at its start. */
+        assert_true(x->len > ml + 4);
+        assert_memory_equal(x->payload + x->len - ml, msgs[i], ml);
+        assert_int_equal(x->payload[0], '<');
+        assert_true(x->pid != (uint64_t)getpid() && x->pid != 0);
+        assert_int_equal(x->pid, x->hdr_pid); /* the sender that opened the shard */
+        assert_int_equal(x->uid, (uint64_t)getuid());
+        assert_int_equal(x->gid, (uint64_t)getgid());
+        if (i == 2) {
+            assert_memory_equal(x->payload, "<13>1 ", 6);
+            assert_non_null(strstr(x->payload, "[zoo@32473 tiger=\"hungry\"]"));
+            assert_non_null(strstr(x->payload, " ID47 "));
+        }
+        free(producer);
+    }
+    recs_free(&r);
+}
+
+/* Python's SysLogHandler(address=PATH): "<12>ident: text\0"; the NUL goes,
+ * the rest is kept byte for byte, under the pid of the Python process. */
+static void test_python_handler(void **state)
+{
+    struct harness *h = *state;
+    char *path = syslog_path(h);
+    char *out = harness_path(h->dir, "python.out");
+    char *script = NULL;
+    char *producer = producer_of("pyapp");
+    struct recs r;
+    char *python = need_program("python3");
+    uint64_t pypid;
+    size_t len;
+    char *text;
+    int status;
+
+    assert_true(asprintf(&script,
+                         "import logging, logging.handlers, os\n"
+                         "h = logging.handlers.SysLogHandler(address=%s%s%s)\n"
+                         "h.ident = 'pyapp: '\n"
+                         "log = logging.getLogger('t')\n"
+                         "log.addHandler(h)\n"
+                         "for i in range(5):\n"
+                         "    log.warning('python message %%d \\u00e9', i)\n"
+                         "print(os.getpid())\n",
+                         "'", path, "'") > 0);
+    start_with_syslog(h, NULL);
+    {
+        const char *argv[] = { python, "-c", script, NULL };
+        status = harness_run(argv, out, NULL, RUN_MS);
+    }
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    text = harness_slurp(out, &len);
+    pypid = strtoull(text, NULL, 10);
+    assert_true(pypid > 0);
+    stop_clean(h);
+
+    r = read_spool(h);
+    assert_int_equal(r.n, 5);
+    for (int i = 0; i < 5; i++) {
+        char want[64];
+        const struct rec *x;
+
+        snprintf(want, sizeof(want), "<12>pyapp: python message %d \xc3\xa9", i);
+        x = expect_once(&r, producer, want, strlen(want));
+        assert_int_equal(x->pid, pypid);
+        assert_int_equal(x->hdr_pid, pypid);
+        assert_int_equal(x->uid, (uint64_t)getuid());
+    }
+    recs_free(&r);
+    free(text);
+    free(producer);
+    free(script);
+    free(out);
+    free(path);
+    free(python);
+}
+
+/* Datagrams no library would send, from the test itself. */
+static void test_raw_datagrams(void **state)
+{
+    struct harness *h = *state;
+    const char forged[] = "<13>forger[1]: I am init, believe me";
+    const unsigned char garbage[] = { 0xff, 0xfe, 0x00, 0x01, '<', '9', '9', '9', '>', 0x80,
+                                      '\n', 0xc3, 0x28, 0x00, 0x7f, 'x' };
+    size_t big_len = 60 * 1024;
+    char *big = malloc(big_len);
+    char *producer;
+    struct recs r;
+    const struct rec *x;
+    char log_needle[96];
+
+    assert_non_null(big);
+    memcpy(big, "<13>bigsender: ", 15);
+    for (size_t i = 15; i < big_len; i++)
+        big[i] = (char)('a' + i % 26);
+
+    start_with_syslog(h, NULL);
+    send_text(h, forged);
+    send_raw(h, "", 0);      /* empty: counted, dropped */
+    send_raw(h, "\n\0", 2);  /* empty once the trailer is gone */
+    send_raw(h, big, big_len);
+    send_raw(h, garbage, sizeof(garbage));
+    send_text(h, "<14>nl: a line end is the sender's\n");
+    for (int i = 0; i < 200; i++) {
+        char m[64];
+        snprintf(m, sizeof(m), "<13>ident%03d[%d]: message %d", i, i, i);
+        send_text(h, m);
+    }
+    /* The drops are counted and the sender named, before the stop. */
+    snprintf(log_needle, sizeof(log_needle), "dropped an empty datagram from pid %d, uid %u",
+             (int)getpid(), (unsigned)getuid());
+    if (!harness_wait_log(h, log_needle, 10000))
+        fail_msg("the daemon's log never said: %s", log_needle);
+    assert_int_equal(status_syslog(h, "dropped", "empty"), 2);
+    assert_int_equal(status_syslog(h, NULL, "datagrams"), 206);
+    assert_int_equal(status_syslog(h, NULL, "records"), 204);
+    /* The shards count their bytes with the credential blocks: what waits
+     * to be written is at most what was sent, never a count gone below 0. */
+    assert_true(status_syslog(h, "", "bytes_waiting") < 1024 * 1024);
+    stop_clean(h);
+
+    r = read_spool(h);
+    assert_int_equal(r.n, 204);
+    /* The text claims pid 1; the record says who really sent it. */
+    producer = producer_of("forger");
+    x = expect_once(&r, producer, forged, strlen(forged));
+    expect_our_creds(x);
+    assert_int_equal(x->hdr_pid, (uint64_t)getpid());
+    free(producer);
+
+    producer = producer_of("bigsender");
+    expect_our_creds(expect_once(&r, producer, big, big_len));
+    free(producer);
+
+    /* No PRI, no identifier: the fallback name; the bytes as they came
+     * (the trailing 'x' keeps the NULs and the newline inside). */
+    producer = producer_of("syslog");
+    expect_our_creds(expect_once(&r, producer, garbage, sizeof(garbage)));
+    free(producer);
+
+    producer = producer_of("nl");
+    expect_our_creds(expect_once(&r, producer, "<14>nl: a line end is the sender's", 34));
+    free(producer);
+
+    for (int i = 0; i < 200; i++) {
+        char m[64], id[16];
+        snprintf(m, sizeof(m), "<13>ident%03d[%d]: message %d", i, i, i);
+        snprintf(id, sizeof(id), "ident%03d", i);
+        producer = producer_of(id);
+        expect_our_creds(expect_once(&r, producer, m, strlen(m)));
+        free(producer);
+    }
+    recs_free(&r);
+    free(big);
+}
+
+/* A datagram over max_record_bytes is counted and logged, not stored; the
+ * next one of the same sender is. */
+static void test_oversized(void **state)
+{
+    struct harness *h = *state;
+    size_t len = 8 * 1024;
+    char *m = malloc(len);
+    char *producer = producer_of("over");
+    struct recs r;
+
+    assert_non_null(m);
+    memcpy(m, "<13>over: ", 10);
+    memset(m + 10, 'o', len - 10);
+    start_with_syslog(h, "[limits]\nmax_record_bytes = 4K\n");
+    send_raw(h, m, len);
+    send_text(h, "<13>over: small");
+    if (!harness_wait_log(h, "over max_record_bytes", 10000))
+        fail_msg("the oversized datagram was not logged");
+    assert_int_equal(status_syslog(h, "dropped", "oversized"), 1);
+    stop_clean(h);
+    r = read_spool(h);
+    assert_int_equal(r.n, 1);
+    expect_our_creds(expect_once(&r, producer, "<13>over: small", 15));
+    recs_free(&r);
+    free(producer);
+    free(m);
+}
+
+struct done_count {
+    struct harness *h;
+    size_t at_least;
+};
+
+static bool done_has(void *arg)
+{
+    struct done_count *c = arg;
+
+    return harness_count_files(c->h, "done", ".shard") >= c->at_least;
+}
+
+/* A producer that stops logging has its shard sealed after idle_timeout,
+ * while the daemon runs; its next message opens a new shard. */
+static void test_idle_seal(void **state)
+{
+    struct harness *h = *state;
+    struct done_count c = { h, 1 };
+    char *producer = producer_of("cronjob");
+    struct recs r;
+
+    start_with_syslog(h, "[syslog]\nidle_timeout = 300ms\n");
+    send_text(h, "<13>cronjob: first run");
+    if (!harness_wait_for(done_has, &c, 10000))
+        fail_msg("the idle producer's shard was not sealed within 10 s");
+    assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
+    harness_assert_running(h);
+    send_text(h, "<13>cronjob: second run");
+    c.at_least = 2;
+    if (!harness_wait_for(done_has, &c, 10000))
+        fail_msg("the second shard was not sealed within 10 s");
+    stop_clean(h);
+    r = read_spool(h);
+    assert_int_equal(r.n, 2);
+    expect_our_creds(expect_once(&r, producer, "<13>cronjob: first run", 22));
+    expect_our_creds(expect_once(&r, producer, "<13>cronjob: second run", 23));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
+    recs_free(&r);
+    free(producer);
+}
+
+/* Beyond max_producers, the shard of the producer idle longest is sealed
+ * at once (the idle time is far off). */
+static void test_max_producers(void **state)
+{
+    struct harness *h = *state;
+    struct done_count c = { h, 6 };
+    struct recs r;
+
+    start_with_syslog(h, "[syslog]\nmax_producers = 4\nidle_timeout = 1h\n");
+    for (int i = 0; i < 10; i++) {
+        char m[32];
+        snprintf(m, sizeof(m), "<13>lru%d: hello", i);
+        send_text(h, m);
+    }
+    if (!harness_wait_for(done_has, &c, 10000))
+        fail_msg("10 producers with max_producers 4: %zu shards sealed, expected 6",
+                 harness_count_files(h, "done", ".shard"));
+    assert_int_equal(harness_count_files(h, "active", ".tmp"), 4);
+    stop_clean(h);
+    r = read_spool(h);
+    assert_int_equal(r.n, 10);
+    for (int i = 0; i < 10; i++) {
+        char m[32], id[16];
+        char *producer;
+        snprintf(m, sizeof(m), "<13>lru%d: hello", i);
+        snprintf(id, sizeof(id), "lru%d", i);
+        producer = producer_of(id);
+        expect_once(&r, producer, m, strlen(m));
+        free(producer);
+    }
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 10);
+    recs_free(&r);
+}
+
+/* The socket from the file's [syslog] datagram_socket: a stale socket
+ * file is replaced, the socket is 0666, survives a reload that names
+ * another path, and is removed at exit; the shards are sealed by the
+ * drain. */
+static void test_socket_life(void **state)
+{
+    struct harness *h = *state;
+    char *path = syslog_path(h);
+    char *producer = producer_of("life");
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct stat st;
+    struct recs r;
+    char config[512];
+    int fd;
+
+    /* A socket file nobody reads any more, as a killed daemon leaves. */
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(fd);
+
+    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s\n", path);
+    harness_write_config(h, config);
+    harness_start(h, NULL);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0666);
+    send_text(h, "<13>life: before the reload");
+
+    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s/other.sock\n", h->dir);
+    harness_write_config(h, config);
+    assert_int_equal(kill(h->daemon, SIGHUP), 0);
+    if (!harness_wait_log(h, "reloaded the settings", 10000))
+        fail_msg("no reload");
+    assert_true(harness_log_has(h, "[syslog] datagram_socket cannot change while running"));
+    send_text(h, "<13>life: after the reload");
+    stop_clean(h);
+    assert_int_equal(access(path, F_OK), -1);
+
+    r = read_spool(h);
+    assert_int_equal(r.n, 2);
+    expect_our_creds(expect_once(&r, producer, "<13>life: before the reload", 27));
+    expect_our_creds(expect_once(&r, producer, "<13>life: after the reload", 26));
+    assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
+    recs_free(&r);
+    free(producer);
+    free(path);
+}
+
+/* Socket activation, as a unit with ListenStream= and ListenDatagram=
+ * would start it: the daemon gets the producer socket and a datagram
+ * socket bound at [syslog] datagram_socket as fds 3 and 4, reads the
+ * datagrams queued before it started, and leaves the file to its owner
+ * at exit. */
+static void test_socket_activation(void **state)
+{
+    struct harness *h = *state;
+    char *path = syslog_path(h);
+    char *producer = producer_of("early");
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char config[512];
+    struct recs r;
+    int stream_fd, dgram_fd;
+
+    strcpy(sa.sun_path, h->sock);
+    stream_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(stream_fd >= 0);
+    assert_int_equal(bind(stream_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(stream_fd, 16), 0);
+    strcpy(sa.sun_path, path);
+    dgram_fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    assert_true(dgram_fd >= 0);
+    /* As PassCredentials=yes in the socket unit: without it, a datagram
+     * queued before the daemon turns SO_PASSCRED on carries no sender
+     * (the kernel then says pid 0, the overflow uid). */
+    assert_int_equal(setsockopt(dgram_fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)), 0);
+    assert_int_equal(bind(dgram_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    /* Sent before the daemon runs: waiting in the socket's queue. */
+    send_text(h, "<13>early: before the daemon");
+
+    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s\n", path);
+    harness_write_config(h, config);
+    {
+        /* There before the daemon, so that waiting on it can begin at once. */
+        int log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        assert_true(log >= 0);
+        close(log);
+    }
+    h->daemon = fork();
+    assert_true(h->daemon >= 0);
+    if (h->daemon == 0) {
+        char pid[16];
+        int log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+        if (log < 0 || dup2(log, 2) < 0 || dup2(stream_fd, 3) < 0 || dup2(dgram_fd, 4) < 0 ||
+            process_reset_signals() < 0)
+            _exit(127);
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        setenv("LISTEN_PID", pid, 1);
+        setenv("LISTEN_FDS", "2", 1);
+        unsetenv("NOTIFY_SOCKET");
+        execl(harness_logshardd(), harness_logshardd(), "--config", h->config, "--spool",
+              h->spool, "--admin-socket", h->admin_sock, (char *)NULL);
+        _exit(127);
+    }
+    h->daemon_pidfd = (int)syscall(SYS_pidfd_open, h->daemon, 0);
+    assert_true(h->daemon_pidfd >= 0);
+    close(stream_fd);
+    if (!harness_wait_log(h, "(socket from systemd), admin socket", 20000) ||
+        !harness_wait_log(h, "syslog datagrams on", 20000))
+        fail_msg("the daemon did not start on the passed sockets:\n%s",
+                 harness_slurp(h->log, &(size_t){ 0 }));
+    send_text(h, "<13>early: after the start");
+    stop_clean(h);
+    /* systemd's socket, not the daemon's: still there, still bound. */
+    assert_int_equal(access(path, F_OK), 0);
+    close(dgram_fd);
+
+    r = read_spool(h);
+    assert_int_equal(r.n, 2);
+    expect_our_creds(expect_once(&r, producer, "<13>early: before the daemon", 28));
+    expect_our_creds(expect_once(&r, producer, "<13>early: after the start", 26));
+    recs_free(&r);
+    free(producer);
+    free(path);
+}
+
+/* Another receiver's live socket at the path is not taken over. */
+static void test_live_socket_refused(void **state)
+{
+    struct harness *h = *state;
+    char *path = syslog_path(h);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    const char *argv[16];
+    size_t n = 0;
+    int fd, status;
+
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    harness_write_config(h, "");
+    argv[n++] = harness_logshardd();
+    argv[n++] = "--config";
+    argv[n++] = h->config;
+    argv[n++] = "--spool";
+    argv[n++] = h->spool;
+    argv[n++] = "--socket";
+    argv[n++] = h->sock;
+    argv[n++] = "--admin-socket";
+    argv[n++] = h->admin_sock;
+    argv[n++] = "--syslog-socket";
+    argv[n++] = path;
+    argv[n] = NULL;
+    harness_spawn(h, argv);
+    status = harness_wait_exit(h, 20000);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    assert_true(harness_log_has(h, "another daemon is receiving there"));
+    assert_true(harness_log_has(h, path));
+    close(fd);
+    free(path);
+}
+
+/* Over memory_limit_bytes (writes stalled by fault injection, so batch
+ * buffers only grow) the daemon stops reading: the kernel's queue fills
+ * and a non-blocking sender gets EAGAIN, having handed over only about
+ * the limit's worth. A daemon that kept reading would take all of it. */
+static void test_memory_backpressure(void **state)
+{
+    struct harness *h = *state;
+    socklen_t sl;
+    struct sockaddr_un sa = dgram_address(h, &sl);
+    size_t len = 60 * 1024, sent = 0, want = 400;
+    char *m = malloc(len);
+    int fd;
+
+    assert_non_null(m);
+    memcpy(m, "<13>flood: ", 11);
+    memset(m + 11, 'f', len - 11);
+    setenv("LOGSHARD_FAULTS", "stall_writes", 1);
+    start_with_syslog(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 128K\n"
+                         "max_frame_bytes = 128K\nmax_record_bytes = 64K\n");
+    unsetenv("LOGSHARD_FAULTS");
+    fd = dgram_socket();
+    while (sent < want) {
+        ssize_t n = sendto(fd, m, len, MSG_DONTWAIT, (struct sockaddr *)&sa, sl);
+        int waited_ms = 0;
+
+        if (n == (ssize_t)len) {
+            sent++;
+            continue;
+        }
+        assert_true(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+        /* The queue is full: it stays full only if the daemon stopped
+         * reading. Give a reading daemon a full second to empty it. */
+        while (waited_ms < 1000) {
+            struct timespec ts = { 0, 20 * 1000000 };
+            nanosleep(&ts, NULL);
+            waited_ms += 20;
+            n = sendto(fd, m, len, MSG_DONTWAIT, (struct sockaddr *)&sa, sl);
+            if (n == (ssize_t)len)
+                break;
+        }
+        if (n != (ssize_t)len)
+            break;
+        sent++;
+    }
+    close(fd);
+    if (sent >= want)
+        fail_msg("%zu datagrams of %zu bytes were taken against memory_limit_bytes 1M: the "
+                 "daemon never stopped reading",
+                 sent, len);
+    /* About 1 MiB read, plus what the kernel's queue holds. */
+    assert_true(sent >= 1024 * 1024 / len);
+    if (!harness_wait_log(h, "not reading while producers hold", 10000))
+        fail_msg("the pause was not logged");
+    harness_assert_running(h);
+    free(m);
+    /* The writes never complete: the teardown kills the daemon. */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_logger, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_python_handler, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_raw_datagrams, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_oversized, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_idle_seal, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_max_producers, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_socket_life, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_live_socket_refused, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_memory_backpressure, harness_setup,
+                                        harness_teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
