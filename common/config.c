@@ -96,6 +96,8 @@ static const struct key_spec keys[] = {
       365ull * 24 * 3600 * 1000, NULL },
     { "syslog", "datagram_socket", KEY_PATH_OR_OFF,
       offsetof(struct config, syslog_datagram_socket), 0, 0, NULL },
+    { "syslog", "stream_socket", KEY_PATH_OR_OFF, offsetof(struct config, syslog_stream_socket),
+      0, 0, NULL },
     { "syslog", "idle_timeout", KEY_DURATION, offsetof(struct config, syslog_idle_ms), 100,
       24ull * 3600 * 1000, NULL },
     { "syslog", "max_producers", KEY_COUNT, offsetof(struct config, syslog_max_producers), 1,
@@ -178,6 +180,8 @@ void config_free(struct config *c)
     free(c->metrics_file);
     free(c->syslog_datagram_socket);
     c->syslog_datagram_socket = NULL;
+    free(c->syslog_stream_socket);
+    c->syslog_stream_socket = NULL;
     free(c->allowed_uids.ids);
     free(c->allowed_gids.ids);
     free(c->origin_file);
@@ -254,6 +258,7 @@ int config_copy(struct config *dst, const struct config *src)
     dst->admin_socket = src->admin_socket ? strdup(src->admin_socket) : NULL;
     dst->metrics_file = src->metrics_file ? strdup(src->metrics_file) : NULL;
     dst->syslog_datagram_socket = NULL;
+    dst->syslog_stream_socket = NULL;
     dst->origin_file = src->origin_file ? strdup(src->origin_file) : NULL;
     dst->allowed_uids = (struct config_id_list){ NULL, 0 };
     dst->allowed_gids = (struct config_id_list){ NULL, 0 };
@@ -263,6 +268,7 @@ int config_copy(struct config *dst, const struct config *src)
         dup_ids(&dst->allowed_uids, &src->allowed_uids) < 0 ||
         dup_ids(&dst->allowed_gids, &src->allowed_gids) < 0 ||
         dup_string(&dst->syslog_datagram_socket, src->syslog_datagram_socket) < 0 ||
+        dup_string(&dst->syslog_stream_socket, src->syslog_stream_socket) < 0 ||
         dup_string(&dst->ship_brokers, src->ship_brokers) < 0 ||
         dup_string(&dst->ship_topic, src->ship_topic) < 0 ||
         dup_string(&dst->ship_progress_topic, src->ship_progress_topic) < 0 ||

@@ -87,6 +87,9 @@ struct config {
      * sealed, and how many syslog producers have an open shard at once
      * (beyond it, the one idle longest is sealed). */
     char *syslog_datagram_socket;
+    /* [syslog] stream_socket: the syslog stream socket (NULL: off), one
+     * producer per connection. */
+    char *syslog_stream_socket;
     uint64_t syslog_idle_ms;
     uint64_t syslog_max_producers;
 

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "list.h"
 #include "memory.h"
+#include "passed-sockets.h"
 #include "shard-events.h"
 #include "streams.h"
 
@@ -102,9 +103,9 @@ struct daemon {
     struct admin *admin;     /* NULL when the admin socket could not be set up */
     struct syslog_dgram *syslog_dgram; /* NULL: the datagram socket is off (or stopped) */
     struct syslog_producers *syslog_producers; /* the syslog producers and their shards */
-    /* Sockets systemd passed (sd_listen_fds, asked once by main.c): the
-     * producer socket, and a syslog socket when one is configured. */
-    int listen_fds;
+    /* Sockets systemd passed (sd_listen_fds, asked once by main.c), sorted
+     * by input; -1 where an input binds its own path. */
+    struct passed_sockets passed;
     struct metrics *metrics;
     uint64_t start_mono_ns;
     uint64_t start_real_ns;

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -126,61 +125,16 @@ static int bind_socket(struct listener *l, char *why, size_t why_len)
     return r;
 }
 
-/* The one listening Unix stream socket among those systemd passed. The
- * others may only be datagram sockets, which syslog-datagram.c takes when
- * one is at [syslog] datagram_socket; anything else is a unit file that
- * does not match this daemon. */
-static int find_activated_socket(struct listener *l, int *ret_fd, char *why, size_t why_len)
-{
-    int found = -1;
-
-    for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + l->d->listen_fds; fd++) {
-        if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
-            if (found >= 0) {
-                snprintf(why, why_len,
-                         "systemd passed two listening stream sockets (fds %d and %d); "
-                         "logshardd takes exactly one",
-                         found, fd);
-                return -EINVAL;
-            }
-            found = fd;
-        } else if (sd_is_socket_unix(fd, SOCK_DGRAM, -1, NULL, 0) <= 0) {
-            snprintf(why, why_len,
-                     "the socket systemd passed (fd %d) is neither a listening Unix stream "
-                     "socket nor a Unix datagram socket",
-                     fd);
-            return -EINVAL;
-        }
-    }
-    if (found < 0) {
-        snprintf(why, why_len,
-                 "the socket systemd passed (fd %d) is not a listening Unix stream socket",
-                 SD_LISTEN_FDS_START);
-        return -EINVAL;
-    }
-    *ret_fd = found;
-    return 0;
-}
-
+/* The producer socket systemd passed (passed-sockets.c found it and made
+ * it close-on-exec and non-blocking). */
 static int take_activated_socket(struct listener *l, char *why, size_t why_len)
 {
-    int fd;
+    int fd = l->d->passed.producer;
     struct sockaddr_un sa;
     socklen_t len = sizeof(sa);
     int r;
 
-    r = find_activated_socket(l, &fd, why, why_len);
-    if (r < 0)
-        return r;
     l->activated = true;
-    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-        r = -errno;
-        snprintf(why, why_len, "cannot make the socket systemd passed non-blocking: %s",
-                 strerror(-r));
-        (void)close(fd); /* of no use to this daemon now */
-        return r;
-    }
     /* Log the path systemd bound, not the configured one. */
     if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 &&
         len > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0])
@@ -201,7 +155,7 @@ int listener_start(struct daemon *d, struct listener **ret, char *why, size_t wh
     l->d = d;
     unixsock_init(&l->sock, d->loop, &listener_ops, EMFILE_PAUSE_MS, l);
 
-    if (d->listen_fds > 0)
+    if (d->passed.producer >= 0)
         r = take_activated_socket(l, why, why_len);
     else
         r = bind_socket(l, why, why_len);

@@ -243,7 +243,7 @@ static int run(struct daemon *d)
 {
     const char *io_why = NULL;
     char why[1024];
-    int r;
+    int n_fds, r;
 
     r = spool_open(d, why, sizeof(why));
     if (r < 0) {
@@ -291,14 +291,17 @@ static int run(struct daemon *d)
     io_set_before_submit(d->io, shard_write_dirty, d);
     session_init(d);
 
-    /* Asked once: the producer socket and the syslog socket both choose
-     * from what systemd passed, and the environment is cleared here. */
-    d->listen_fds = sd_listen_fds(1);
-    if (d->listen_fds < 0) {
-        log_error("cannot read the sockets systemd passed: %s", strerror(-d->listen_fds));
-        d->listen_fds = 0;
+    /* Asked once, and the environment cleared: each input takes its own
+     * from what systemd passed. */
+    n_fds = sd_listen_fds(1);
+    if (n_fds < 0) {
+        log_error("cannot read the sockets systemd passed: %s", strerror(-n_fds));
+        n_fds = 0;
     }
-    r = listener_start(d, &d->listener, why, sizeof(why));
+    r = passed_sockets_sort(n_fds, d->config.syslog_stream_socket,
+                            d->config.syslog_datagram_socket, &d->passed, why, sizeof(why));
+    if (r == 0)
+        r = listener_start(d, &d->listener, why, sizeof(why));
     if (r < 0) {
         log_error("%s", why);
         d->listener = NULL;
@@ -308,7 +311,7 @@ static int run(struct daemon *d)
     }
 
     r = syslog_producers_new(d, &d->syslog_producers);
-    if (r == 0 && d->config.syslog_datagram_socket)
+    if (r == 0 && (d->config.syslog_datagram_socket || d->passed.syslog_datagram >= 0))
         r = syslog_dgram_start(d, &d->syslog_dgram, why, sizeof(why));
     else if (r < 0)
         snprintf(why, sizeof(why), "out of memory");

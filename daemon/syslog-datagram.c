@@ -32,7 +32,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -388,21 +387,6 @@ static int bind_socket(struct syslog_dgram *g, char *why, size_t why_len)
     return 0;
 }
 
-/* A Unix datagram socket systemd passed, bound at the configured path.
- * Returns 1 with g->fd set, or 0 when there is none. */
-static int take_activated(struct syslog_dgram *g)
-{
-    for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + g->d->listen_fds; fd++) {
-        if (sd_is_socket_unix(fd, SOCK_DGRAM, -1, g->path, 0) > 0) {
-            (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-            g->fd = fd;
-            g->activated = true;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static void free_dgram(struct syslog_dgram *g)
 {
     if (g->fd >= 0)
@@ -426,7 +410,10 @@ int syslog_dgram_start(struct daemon *d, struct syslog_dgram **ret, char *why, s
     g->d = d;
     g->fd = -1;
     list_init(&g->on_shards.node);
-    g->path = strdup(d->config.syslog_datagram_socket);
+    /* The socket systemd passed is at the configured path (passed-sockets.c
+     * checked), or names the input when none is configured. */
+    g->path = strdup(d->config.syslog_datagram_socket ? d->config.syslog_datagram_socket
+                                                      : d->passed.syslog_datagram_path);
     /* The largest record and what a sender may append after it ("\n" and
      * NULs); a longer datagram is seen as cut (MSG_TRUNC) and dropped. */
     g->buf_cap = (size_t)d->config.max_record_bytes + 64u;
@@ -436,13 +423,15 @@ int syslog_dgram_start(struct daemon *d, struct syslog_dgram **ret, char *why, s
         r = -ENOMEM;
         goto fail;
     }
-    if (!take_activated(g)) {
+    if (d->passed.syslog_datagram >= 0) {
+        g->fd = d->passed.syslog_datagram;
+        g->activated = true;
+    } else {
         r = bind_socket(g, why, why_len);
         if (r < 0)
             goto fail;
     }
-    if (fcntl(g->fd, F_SETFL, fcntl(g->fd, F_GETFL) | O_NONBLOCK) < 0 ||
-        setsockopt(g->fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
+    if (setsockopt(g->fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
         r = -errno;
         snprintf(why, why_len, "[syslog] datagram_socket %s: cannot set it up: %s", g->path,
                  strerror(-r));

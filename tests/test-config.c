@@ -408,7 +408,7 @@ static void test_key_at(void **state)
         { "access", "allowed_gids" }, { "streams", "resume_window" },
         { "streams", "max_streams" }, { "shard", "max_shard_bytes" },
         { "shard", "max_shard_age" }, { "syslog", "datagram_socket" },
-        { "syslog", "idle_timeout" }, { "syslog", "max_producers" },
+        { "syslog", "stream_socket" }, { "syslog", "idle_timeout" }, { "syslog", "max_producers" },
         { "ship", "brokers" }, { "ship", "topic" },
         { "ship", "progress_topic" }, { "ship", "transactional_id" }, { "ship", "metrics_file" },
         { "ship", "transaction_records" }, { "ship", "transaction_interval" },

@@ -289,7 +289,7 @@ static void test_socket_activation_wrong_type(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 1);
     log = harness_slurp(h->log, &len);
-    if (!strstr(log, "is not a listening Unix stream socket"))
+    if (!strstr(log, "none is a listening Unix stream socket for producers"))
         fail_msg("daemon log: %s", log);
     free(log);
     free(listen_arg);
