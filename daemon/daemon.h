@@ -20,6 +20,7 @@ struct admin;
 struct metrics;
 struct syslog_dgram;
 struct syslog_producers;
+struct syslog_stream;
 struct shard;
 
 /* Buckets of the fsync latency histogram (stats.h has their bounds): 17
@@ -60,6 +61,18 @@ struct daemon_stats {
     uint64_t syslog_dropped_failed;    /* taken, then lost in a failed write or sync */
     uint64_t syslog_pauses;            /* times reading stopped for memory_limit_bytes */
 
+    /* The syslog stream socket (syslog-stream.c): connections accepted,
+     * messages stored, and what was cut, dropped or lost, by why. */
+    uint64_t syslog_stream_connections;
+    uint64_t syslog_stream_records;
+    uint64_t syslog_stream_cut;            /* lines over max_record_bytes, stored cut */
+    uint64_t syslog_stream_discarded_bytes; /* the rest of those lines */
+    uint64_t syslog_stream_framing_errors; /* bad octet counts: connection closed */
+    uint64_t syslog_stream_unfinished_bytes; /* of frames a closed connection never finished */
+    uint64_t syslog_stream_refused;        /* messages no shard could take */
+    uint64_t syslog_stream_failed;         /* taken, then lost in a failed write or sync */
+    uint64_t syslog_stream_pauses;         /* times a connection stopped being read */
+
     /* fdatasync of shard data (queue_sync to on_sync in shard.c); under
      * batch and always the write linked before it is part of the time. */
     uint64_t fsync_buckets[STATS_FSYNC_BUCKETS]; /* not cumulative */
@@ -92,6 +105,7 @@ struct daemon_args {
     const char *fsync;
     const char *admin_socket;
     const char *syslog_socket; /* --syslog-socket: [syslog] datagram_socket */
+    const char *syslog_stream_socket; /* --syslog-stream-socket: [syslog] stream_socket */
 };
 
 struct daemon {
@@ -103,6 +117,7 @@ struct daemon {
     struct admin *admin;     /* NULL when the admin socket could not be set up */
     struct syslog_dgram *syslog_dgram; /* NULL: the datagram socket is off (or stopped) */
     struct syslog_producers *syslog_producers; /* the syslog producers and their shards */
+    struct syslog_stream *syslog_stream; /* NULL: the stream socket is off (or stopped) */
     /* Sockets systemd passed (sd_listen_fds, asked once by main.c), sorted
      * by input; -1 where an input binds its own path. */
     struct passed_sockets passed;

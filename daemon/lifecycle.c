@@ -5,14 +5,15 @@
  * under fsync = interval the interval syncs. A reload (SIGHUP, read by
  * main.c) re-arms both, since their periods come from the settings.
  *
- * The drain (SIGTERM or SIGINT): stop accepting on the producer and admin
- * sockets, read what waits on the syslog datagram socket and close it,
- * let every session finish what it accepted, seal every shard (the syslog
- * producers' too),
- * then close the loop's last handles so that uv_run returns. The drain is
- * over when the listener, the admin socket and the syslog socket have stopped, the last
- * session has closed and the last shard has been sealed; each of those
- * calls lifecycle_maybe_finish(), the shards through their sealed event. */
+ * The drain (SIGTERM or SIGINT): stop accepting on the producer, admin and
+ * syslog stream sockets, read what waits on the syslog datagram socket and
+ * on each syslog stream connection and close them, let every session
+ * finish what it accepted, seal every shard (the syslog producers' and
+ * connections' too), then close the loop's last handles so that uv_run
+ * returns. The drain is over when the listener, the admin socket and the
+ * syslog sockets have stopped, the last session has closed and the last
+ * shard has been sealed; each of those calls lifecycle_maybe_finish(), the
+ * shards through their sealed event. */
 #include "lifecycle.h"
 
 #include <assert.h>
@@ -35,6 +36,7 @@
 #include "shard.h"
 #include "syslog-datagram.h"
 #include "syslog-producers.h"
+#include "syslog-stream.h"
 #include "stats.h"
 
 /* Only forward, one step at a time: running, draining, stopped. */
@@ -71,6 +73,7 @@ static void on_age_timer(uv_timer_t *h)
 {
     session_sweep(h->data);
     syslog_producers_sweep(h->data);
+    syslog_stream_sweep(((struct daemon *)h->data)->syslog_stream);
     streams_expire(h->data);
 }
 
@@ -156,6 +159,7 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
         /* The socket stays as it is: senders hold its path, and a queue
          * of datagrams waits in it. */
         { "[syslog] datagram_socket", offsetof(struct config, syslog_datagram_socket), true },
+        { "[syslog] stream_socket", offsetof(struct config, syslog_stream_socket), true },
     };
 
     assert(d->lifecycle == LIFECYCLE_RUNNING);
@@ -205,6 +209,7 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
 void lifecycle_maybe_finish(struct daemon *d)
 {
     if (d->lifecycle != LIFECYCLE_DRAINING || d->listener || d->admin || d->syslog_dgram ||
+        d->syslog_stream ||
         !list_empty(&d->sessions) || !list_empty(&d->shards))
         return;
     d->stats.syncs = io_syncs_done(d->io);
@@ -242,6 +247,14 @@ static void on_syslog_dgram_stopped(void *data)
     lifecycle_maybe_finish(d);
 }
 
+static void on_syslog_stream_stopped(void *data)
+{
+    struct daemon *d = data;
+
+    d->syslog_stream = NULL;
+    lifecycle_maybe_finish(d);
+}
+
 static void on_admin_stopped(void *data)
 {
     struct daemon *d = data;
@@ -271,6 +284,10 @@ void lifecycle_begin_drain(struct daemon *d, const char *why)
      * the syslog shards are sealed after them. */
     if (d->syslog_dgram)
         syslog_dgram_stop(d->syslog_dgram, on_syslog_dgram_stopped, d);
+    /* Each stream connection's shard is sealed after what its peer wrote
+     * before the drain. */
+    if (d->syslog_stream)
+        syslog_stream_stop(d->syslog_stream, on_syslog_stream_stopped, d);
     session_drain_all(d);
     syslog_producers_seal_all(d);
     lifecycle_maybe_finish(d);

@@ -42,11 +42,13 @@
 #include "streams-scan.h"
 #include "syslog-datagram.h"
 #include "syslog-producers.h"
+#include "syslog-stream.h"
 
 #define IO_RING_ENTRIES 256u
 #define EXIT_USAGE 2
 /* Long options without a short one. */
 #define OPT_SYSLOG_SOCKET 0x100
+#define OPT_SYSLOG_STREAM_SOCKET 0x101
 
 static void usage(FILE *out)
 {
@@ -68,6 +70,9 @@ static void usage(FILE *out)
             "      --syslog-socket PATH\n"
             "                      receive syslog datagrams (/dev/log-style) on PATH\n"
             "                      ([syslog] datagram_socket; \"\" turns it off)\n"
+            "      --syslog-stream-socket PATH\n"
+            "                      receive syslog messages over Unix stream connections\n"
+            "                      on PATH ([syslog] stream_socket; \"\" turns it off)\n"
             "  -h, --help          show this help\n"
             "  -V, --version       show the version\n"
             "\n"
@@ -85,6 +90,7 @@ static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
         { "admin-socket", required_argument, NULL, 'A' },
         { "fsync", required_argument, NULL, 'f' },
         { "syslog-socket", required_argument, NULL, OPT_SYSLOG_SOCKET },
+        { "syslog-stream-socket", required_argument, NULL, OPT_SYSLOG_STREAM_SOCKET },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -99,6 +105,7 @@ static int parse_cmdline(int argc, char **argv, struct daemon_args *c)
         case 'A': c->admin_socket = optarg; break;
         case 'f': c->fsync = optarg; break;
         case OPT_SYSLOG_SOCKET: c->syslog_socket = optarg; break;
+        case OPT_SYSLOG_STREAM_SOCKET: c->syslog_stream_socket = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("logshardd %s\n", LOGSHARD_VERSION); return 0;
         default: usage(stderr); return -EINVAL;
@@ -128,6 +135,7 @@ static int load_settings(struct config *cfg, const struct daemon_args *a, char *
         { a->admin_socket, "daemon", "admin_socket", "--admin-socket" },
         { a->fsync, "sync", "fsync", "--fsync" },
         { a->syslog_socket, "syslog", "datagram_socket", "--syslog-socket" },
+        { a->syslog_stream_socket, "syslog", "stream_socket", "--syslog-stream-socket" },
     };
     char why[768];
     int r;
@@ -310,17 +318,26 @@ static int run(struct daemon *d)
         return 1;
     }
 
+    /* The stream socket first: until the loop runs it has accepted
+     * nothing, so stopping it when the datagram socket fails loses
+     * nothing. */
     r = syslog_producers_new(d, &d->syslog_producers);
+    if (r < 0)
+        snprintf(why, sizeof(why), "out of memory");
+    if (r == 0 && d->config.syslog_stream_socket)
+        r = syslog_stream_start(d, &d->syslog_stream, why, sizeof(why));
     if (r == 0 && (d->config.syslog_datagram_socket || d->passed.syslog_datagram >= 0))
         r = syslog_dgram_start(d, &d->syslog_dgram, why, sizeof(why));
-    else if (r < 0)
-        snprintf(why, sizeof(why), "out of memory");
     if (r < 0) {
-        /* Nothing was accepted yet: the listener's socket file goes, and
-         * the loop's last run in main() closes its handles. */
+        /* Nothing was accepted yet: the sockets' files go, and the loop's
+         * last run in main() closes their handles. */
         log_error("%s", why);
         listener_stop(d->listener, NULL, NULL);
         d->listener = NULL;
+        if (d->syslog_stream) {
+            syslog_stream_stop(d->syslog_stream, NULL, NULL);
+            d->syslog_stream = NULL;
+        }
         (void)io_close(d->io, NULL, NULL); /* nothing was queued yet */
         d->io = NULL;
         return 1;
@@ -361,6 +378,9 @@ static int run(struct daemon *d)
     if (d->syslog_dgram)
         log_info("syslog datagrams on %s%s", syslog_dgram_path(d->syslog_dgram),
                  syslog_dgram_activated(d->syslog_dgram) ? " (socket from systemd)" : "");
+    if (d->syslog_stream)
+        log_info("syslog stream connections on %s%s", syslog_stream_path(d->syslog_stream),
+                 syslog_stream_activated(d->syslog_stream) ? " (socket from systemd)" : "");
     notify_ready(d);
 
     uv_run(d->loop, UV_RUN_DEFAULT);

@@ -32,6 +32,7 @@
 #include "session.h"
 #include "shard.h"
 #include "syslog-producers.h"
+#include "syslog-stream.h"
 
 #define RATE_PERIOD_MS 1000u
 
@@ -193,6 +194,17 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->syslog_dropped_refused = st->syslog_dropped_refused;
     f->syslog_dropped_failed = st->syslog_dropped_failed;
     f->syslog_pauses = st->syslog_pauses;
+    f->syslog_stream_on = d->syslog_stream != NULL;
+    f->syslog_stream_open = syslog_stream_connections(d->syslog_stream);
+    f->syslog_stream_connections = st->syslog_stream_connections;
+    f->syslog_stream_records = st->syslog_stream_records;
+    f->syslog_stream_cut = st->syslog_stream_cut;
+    f->syslog_stream_discarded_bytes = st->syslog_stream_discarded_bytes;
+    f->syslog_stream_framing_errors = st->syslog_stream_framing_errors;
+    f->syslog_stream_unfinished_bytes = st->syslog_stream_unfinished_bytes;
+    f->syslog_stream_refused = st->syslog_stream_refused;
+    f->syslog_stream_failed = st->syslog_stream_failed;
+    f->syslog_stream_pauses = st->syslog_stream_pauses;
 
     f->active_fd = d->active_fd;
     f->done_fd = d->done_fd;
@@ -376,6 +388,23 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_member_u64(o, "failed", f->syslog_dropped_failed);
     json_obj_end(o);
     json_member_u64(o, "pauses", f->syslog_pauses);
+    json_key(o, "stream");
+    json_obj_begin(o);
+    json_member_bool(o, "stream_socket", f->syslog_stream_on);
+    json_member_u64(o, "connections", f->syslog_stream_open);
+    json_member_u64(o, "connections_accepted", f->syslog_stream_connections);
+    json_member_u64(o, "records", f->syslog_stream_records);
+    json_member_u64(o, "cut", f->syslog_stream_cut);
+    json_member_u64(o, "framing_errors", f->syslog_stream_framing_errors);
+    json_key(o, "dropped");
+    json_obj_begin(o);
+    json_member_u64(o, "refused", f->syslog_stream_refused);
+    json_member_u64(o, "failed", f->syslog_stream_failed);
+    json_member_u64(o, "discarded_bytes", f->syslog_stream_discarded_bytes);
+    json_member_u64(o, "unfinished_bytes", f->syslog_stream_unfinished_bytes);
+    json_obj_end(o);
+    json_member_u64(o, "pauses", f->syslog_stream_pauses);
+    json_obj_end(o);
     json_obj_end(o);
 
     json_key(o, "disk");
@@ -525,6 +554,39 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
     metric_u64(out, "logshard_syslog_pauses_total", "counter",
                "Times the syslog datagram socket stopped being read for memory_limit_bytes.",
                f->syslog_pauses);
+    metric_u64(out, "logshard_syslog_stream_connections", "gauge",
+               "Connections open on the syslog stream socket.", f->syslog_stream_open);
+    metric_u64(out, "logshard_syslog_stream_connections_total", "counter",
+               "Connections accepted on the syslog stream socket since start.",
+               f->syslog_stream_connections);
+    metric_u64(out, "logshard_syslog_stream_records_total", "counter",
+               "Syslog stream messages that became records since start (cut ones too).",
+               f->syslog_stream_records);
+    metric_u64(out, "logshard_syslog_stream_cut_total", "counter",
+               "Syslog stream lines over max_record_bytes since start, stored cut.",
+               f->syslog_stream_cut);
+    metric_u64(out, "logshard_syslog_stream_framing_errors_total", "counter",
+               "Syslog stream connections closed since start for a malformed or oversized "
+               "octet count.",
+               f->syslog_stream_framing_errors);
+    family(out, "logshard_syslog_stream_dropped_total", "counter",
+           "Syslog stream messages since start that became no record (refused: no shard or "
+           "memory for it, failed: lost in a failed write or sync).");
+    fprintf(out,
+            "logshard_syslog_stream_dropped_total{why=\"refused\"} %" PRIu64 "\n"
+            "logshard_syslog_stream_dropped_total{why=\"failed\"} %" PRIu64 "\n",
+            f->syslog_stream_refused, f->syslog_stream_failed);
+    family(out, "logshard_syslog_stream_dropped_bytes_total", "counter",
+           "Syslog stream bytes since start that became no record (discarded: the rest of a "
+           "cut line, unfinished: an octet-counted message its connection never finished).");
+    fprintf(out,
+            "logshard_syslog_stream_dropped_bytes_total{why=\"discarded\"} %" PRIu64 "\n"
+            "logshard_syslog_stream_dropped_bytes_total{why=\"unfinished\"} %" PRIu64 "\n",
+            f->syslog_stream_discarded_bytes, f->syslog_stream_unfinished_bytes);
+    metric_u64(out, "logshard_syslog_stream_pauses_total", "counter",
+               "Times a syslog stream connection stopped being read for session_buffer_bytes "
+               "or memory_limit_bytes.",
+               f->syslog_stream_pauses);
     metric_u64(out, "logshard_syncs_total", "counter",
                "fdatasync and fsync calls completed since start (shard data, seals, "
                "directories).",

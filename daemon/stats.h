@@ -93,6 +93,14 @@ struct stats_figures {
         syslog_dropped_failed;
     uint64_t syslog_pauses;
 
+    /* The syslog stream socket: whether it is on, its connections, what
+     * they sent, and what was cut, dropped or lost, by why. */
+    bool syslog_stream_on;
+    uint64_t syslog_stream_open, syslog_stream_connections, syslog_stream_records;
+    uint64_t syslog_stream_cut, syslog_stream_discarded_bytes, syslog_stream_framing_errors,
+        syslog_stream_unfinished_bytes, syslog_stream_refused, syslog_stream_failed;
+    uint64_t syslog_stream_pauses;
+
     /* From stats_measure_spool. */
     int active_fd, done_fd, spool_fd; /* the daemon's, borrowed, read only */
     int spool_error;                  /* 0, or why the figures below are missing */

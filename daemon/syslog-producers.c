@@ -151,18 +151,22 @@ static const struct shard_events producer_shard_events = {
     .failed = on_own_shard_failed,
 };
 
-/* Any syslog shard failed, the producer's current one or one retired
- * before: what it will not keep is counted, naming the producer. Nobody
- * else is affected: only this shard stops. */
+/* Any syslog shard failed, of a datagram producer or of a stream
+ * connection (syslog-stream.c), its current one or one retired before:
+ * what it will not keep is counted, naming the producer. Nobody else is
+ * affected: only this shard stops. */
 static void on_any_shard_failed(void *data, struct shard *sh, int err)
 {
     struct syslog_producers *t = data;
     uint64_t lost;
 
-    if (sh->source != SHARD_SOURCE_SYSLOG_DATAGRAM)
+    if (!shard_source_is_syslog(sh->source))
         return;
     lost = sh->records_appended - shard_records_kept(sh);
-    t->d->stats.syslog_dropped_failed += lost;
+    if (sh->source == SHARD_SOURCE_SYSLOG_STREAM)
+        t->d->stats.syslog_stream_failed += lost;
+    else
+        t->d->stats.syslog_dropped_failed += lost;
     log_error("syslog producer %s (opened by pid %" PRIu32 ", uid %" PRIu32 "): active/%s "
               "failed: %s; %" PRIu64 " of its messages are lost, %" PRIu64 " kept; its next "
               "message opens a new shard",

@@ -66,6 +66,34 @@ static void latency(const struct json_value *fs, const char *key, char *out, siz
         snprintf(out, size, "%.2f s", v->number);
 }
 
+/* The syslog inputs, one line each, only those that are on: what came in
+ * and every way a message became no record. */
+static void print_syslog(const struct json_value *sl)
+{
+    const struct json_value *dd = json_get(sl, "dropped");
+    const struct json_value *st = json_get(sl, "stream");
+    const struct json_value *sd = json_get(st, "dropped");
+
+    if (json_get(sl, "datagram_socket") && json_get(sl, "datagram_socket")->type == JSON_TRUE)
+        printf("  syslog dgram:   %" PRIu64 " producers open; %" PRIu64 " datagrams, %" PRIu64
+               " records; dropped: empty %" PRIu64 ", oversized %" PRIu64 ", refused %" PRIu64
+               ", failed %" PRIu64 "; %" PRIu64 " pauses\n",
+               json_get_u64(sl, "producers", 0), json_get_u64(sl, "datagrams", 0),
+               json_get_u64(sl, "records", 0), json_get_u64(dd, "empty", 0),
+               json_get_u64(dd, "oversized", 0), json_get_u64(dd, "refused", 0),
+               json_get_u64(dd, "failed", 0), json_get_u64(sl, "pauses", 0));
+    if (json_get(st, "stream_socket") && json_get(st, "stream_socket")->type == JSON_TRUE)
+        printf("  syslog stream:  %" PRIu64 " connected (%" PRIu64 " since start); %" PRIu64
+               " records, %" PRIu64 " cut; dropped: refused %" PRIu64 ", failed %" PRIu64
+               ", %" PRIu64 " B discarded, %" PRIu64 " B unfinished; %" PRIu64
+               " framing errors, %" PRIu64 " pauses\n",
+               json_get_u64(st, "connections", 0), json_get_u64(st, "connections_accepted", 0),
+               json_get_u64(st, "records", 0), json_get_u64(st, "cut", 0),
+               json_get_u64(sd, "refused", 0), json_get_u64(sd, "failed", 0),
+               json_get_u64(sd, "discarded_bytes", 0), json_get_u64(sd, "unfinished_bytes", 0),
+               json_get_u64(st, "framing_errors", 0), json_get_u64(st, "pauses", 0));
+}
+
 static void print_status(const struct json_value *st)
 {
     const struct json_value *rec = json_get(st, "records"), *by = json_get(st, "bytes");
@@ -116,6 +144,7 @@ static void print_status(const struct json_value *st)
                json_get_u64(sm, "refused", 0), json_get_u64(sm, "forgotten", 0),
                json_get_u64(sm, "records_duplicate", 0));
     }
+    print_syslog(json_get(st, "syslog"));
     if (json_get(disk, "error")) {
         printf("  disk:           unknown (%s)\n", json_get_str(disk, "error", "?"));
         return;

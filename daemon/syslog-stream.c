@@ -1,0 +1,767 @@
+/* The syslog stream socket (syslog-stream.h).
+ *
+ * Each connection is one producer, as a liblogshard connection is: its
+ * records go to shards of its own (format version 4, source
+ * syslog-stream), named <identifier>.u<uid> after the identifier of its
+ * first message and the uid the kernel gives for the peer (SO_PEERCRED),
+ * which every record carries with the peer's pid and gid. Later messages
+ * with another identifier stay in the connection's shards: the connection,
+ * not the text, is the producer.
+ *
+ * Where a message ends is syslog_frame.c's: LF or NUL, or RFC 6587 octet
+ * counting, told apart by the first byte of the connection. A line over
+ * max_record_bytes is cut there and stored cut (as every syslog daemon
+ * does), the rest of it dropped and counted; an octet-counted frame whose
+ * length field is malformed or over the limit leaves no way to find the
+ * next message, so the connection is closed, with what came before it
+ * kept. Every message is stored as received, less the trailer senders add
+ * (syslog_msg_strip_trailer).
+ *
+ * Backpressure: a connection is not read while its shard and its receive
+ * buffer hold more than session_buffer_bytes or the daemon more than
+ * memory_limit_bytes; the sender then blocks in write() once the socket's
+ * buffer is full. It reads again, in the order the connections paused,
+ * under the same thresholds as a session (memory.h).
+ *
+ * A connection's shard is sealed when it is full (max_shard_bytes), old
+ * (max_shard_age), idle ([syslog] idle_timeout), failed, or when the
+ * connection ends; the connection's next message opens the next one. A
+ * message that cannot be stored (no shard could be opened for it, the
+ * daemon is out of memory) is counted and logged with the connection,
+ * within a rate limit; nothing is dropped silently. There is no
+ * acknowledgement in syslog: what a peer wrote just before the daemon
+ * stops is read at the drain, and only bytes still in flight then, or
+ * the rest of an octet-counted frame the peer never finished, are lost,
+ * and counted. */
+#include "syslog-stream.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "fileutil.h"
+#include "list.h"
+#include "log.h"
+#include "memory.h"
+#include "shard.h"
+#include "syslog_frame.h"
+#include "syslog_msg.h"
+#include "unixsock.h"
+
+#define STREAM_MODE 0666 /* anyone may log, as to /dev/log */
+#define STREAM_BACKLOG 128
+#define EMFILE_PAUSE_MS 100
+/* The first receive buffer of a connection, doubled while a message does
+ * not fit, up to syslog_framer_buffer_size(max_record_bytes). It is given
+ * back whenever it holds no partial message, so an idle connection holds
+ * none. */
+#define RX_INITIAL (16u * 1024u)
+/* Reads per wakeup, so that one busy connection leaves the loop to the
+ * others in between. */
+#define READS_PER_WAKEUP 8u
+/* What the drain reads of one connection at most: far more than a socket
+ * buffer holds, and a bound against a peer that keeps writing. */
+#define DRAIN_MAX_BYTES (64u * 1024u * 1024u)
+
+enum conn_state {
+    CONN_READING, /* watching the socket */
+    CONN_PAUSED,  /* over a budget: on l->paused until buffers come back */
+    CONN_CLOSING, /* the poll handle is closing */
+};
+
+struct conn {
+    struct syslog_stream *l;
+    struct list_node node;        /* l->conns */
+    struct list_node paused_node; /* l->paused while CONN_PAUSED */
+    enum conn_state state;
+    int fd;
+    uv_poll_t poll;
+    uint64_t id;
+    struct shard_creds creds; /* the peer's, from SO_PEERCRED */
+    struct syslog_framer framer;
+    char *buf; /* bytes read and not yet framed; NULL when there are none */
+    size_t len, cap;
+    struct shard *shard; /* open, or NULL: the next message opens one */
+    /* The producer name, from the first message; empty until then. */
+    char name[SYSLOG_PRODUCER_NAME_SIZE];
+    size_t name_len;
+    uint64_t last_msg_mono_ns;
+};
+
+struct syslog_stream {
+    struct daemon *d;
+    struct unixsock sock;
+    bool activated;
+    bool stopping;
+    bool sock_closed;
+    char *path;
+    struct list_node conns;
+    size_t n_conns;
+    struct list_node paused; /* connections not reading, oldest pause first */
+    uint64_t next_id;
+    struct shard_subscriber on_shards;
+    void (*stop_cb)(void *);
+    void *stop_data;
+};
+
+/* ---- log lines ---- */
+
+/* "connection 3 (pid 812, uid 1000, producer app.u1000)", for log lines. */
+static const char *who(const struct conn *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "connection %" PRIu64 " (pid %" PRIu32 ", uid %" PRIu32 "%s%s)", c->id,
+             c->creds.pid, c->creds.uid, c->name_len ? ", producer " : "",
+             c->name_len ? c->name : "");
+    return buf;
+}
+
+/* ---- memory ---- */
+
+static void rx_release(struct conn *c)
+{
+    memory_adjust(c->l->d, 0, c->cap);
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+}
+
+/* Room to read into: a buffer when there is none, a bigger one when it is
+ * full and a message may still be longer. Returns the free bytes, 0 when
+ * the buffer is at its limit and full (the framer then always has made
+ * progress), or -ENOMEM. */
+static ssize_t rx_room(struct conn *c)
+{
+    size_t limit = syslog_framer_buffer_size(c->l->d->config.max_record_bytes);
+    size_t want;
+    char *nb;
+
+    if (c->len < c->cap)
+        return (ssize_t)(c->cap - c->len);
+    if (c->cap >= limit)
+        return 0;
+    want = c->cap ? c->cap * 2 : RX_INITIAL;
+    if (want > limit)
+        want = limit;
+    nb = realloc(c->buf, want);
+    if (!nb)
+        return -ENOMEM;
+    memory_adjust(c->l->d, want, c->cap);
+    c->buf = nb;
+    c->cap = want;
+    return (ssize_t)(c->cap - c->len);
+}
+
+static uint64_t conn_held(const struct conn *c)
+{
+    return (c->shard ? shard_buffer_bytes(c->shard) : 0) + c->cap;
+}
+
+/* ---- the connection's shards ---- */
+
+/* The shard is sealed once its writes are done (on its own); the
+ * connection's next message opens the next one. */
+static void retire_shard(struct conn *c)
+{
+    struct shard *sh = c->shard;
+
+    if (!sh)
+        return;
+    c->shard = NULL;
+    shard_detach(sh);
+    if (sh->state == SHARD_OPEN)
+        shard_seal(sh);
+}
+
+/* The connection's shard failed; syslog-producers.c's subscriber counts
+ * and logs what it loses, for every syslog shard. */
+static void on_own_shard_failed(void *owner, struct shard *sh, int err)
+{
+    struct conn *c = owner;
+
+    (void)err;
+    assert(c->shard == sh);
+    retire_shard(c);
+}
+
+static const struct shard_events conn_shard_events = {
+    .failed = on_own_shard_failed,
+};
+
+static int open_shard(struct conn *c)
+{
+    struct daemon *d = c->l->d;
+    struct shard_ident ident = {
+        .producer = c->name,
+        .producer_len = c->name_len,
+        .uid = c->creds.uid,
+        .gid = c->creds.gid,
+        .pid = c->creds.pid,
+        .sync = shard_sync_for_policy((unsigned)d->config.fsync_policy),
+        .source = SHARD_SOURCE_SYSLOG_STREAM,
+    };
+
+    return shard_open(d, &ident, c, &conn_shard_events, &c->shard);
+}
+
+/* ---- messages ---- */
+
+static void drop_message(struct conn *c, const char *detail)
+{
+    static struct log_ratelimit rl = LOG_RATELIMIT_INIT("refused syslog stream messages");
+    char w[160];
+
+    c->l->d->stats.syslog_stream_refused++;
+    log_msg_ratelimited(&rl, c->l->d->loop, LOG_LEVEL_WARNING,
+                        "%s: dropped a message of %s: %s", c->l->path, who(c, w, sizeof(w)),
+                        detail);
+}
+
+static void take_message(struct conn *c, const char *msg, size_t len, bool cut)
+{
+    struct daemon *d = c->l->d;
+    size_t plen = syslog_msg_strip_trailer(msg, len);
+    uint64_t now = now_realtime_ns();
+    char detail[200], w[160];
+    int r;
+
+    if (cut) {
+        d->stats.syslog_stream_cut++;
+        log_warning_ratelimited(d->loop, "cut syslog stream messages",
+                                "%s: a message of %s is longer than max_record_bytes (%" PRIu64
+                                "): stored cut to that length, the rest of its line dropped",
+                                c->l->path, who(c, w, sizeof(w)), d->config.max_record_bytes);
+    }
+    /* An empty line, or the NUL some senders add after a newline: there
+     * is no message in it. */
+    if (plen == 0)
+        return;
+    if (!c->name_len) {
+        struct syslog_msg m;
+
+        syslog_msg_parse(msg, plen, now, &m);
+        r = syslog_producer_name(m.app_name.ptr, m.app_name.len, (uid_t)c->creds.uid, c->name,
+                                 sizeof(c->name));
+        if (r < 0) { /* the buffer is SYSLOG_PRODUCER_NAME_SIZE: never */
+            drop_message(c, "no producer name could be made for it");
+            return;
+        }
+        c->name_len = (size_t)r;
+    }
+    if (!c->shard) {
+        r = open_shard(c);
+        if (r < 0) {
+            if (r == -EMFILE && d->open_shards >= d->config.max_open_shards)
+                snprintf(detail, sizeof(detail), "max_open_shards (%" PRIu64 ") reached",
+                         d->config.max_open_shards);
+            else
+                snprintf(detail, sizeof(detail), "no shard could be opened: %s", strerror(-r));
+            drop_message(c, detail);
+            return;
+        }
+    }
+    r = shard_append_creds(c->shard, msg, (uint32_t)plen, now, &c->creds);
+    if (r < 0) {
+        snprintf(detail, sizeof(detail), "its shard cannot take it: %s", strerror(-r));
+        drop_message(c, detail);
+        return;
+    }
+    d->stats.syslog_stream_records++;
+    d->stats.records_received++;
+    d->stats.bytes_received += plen;
+    c->last_msg_mono_ns = now_monotonic_ns();
+    if (c->shard->size_queued >= d->config.max_shard_bytes)
+        retire_shard(c);
+}
+
+/* Frames and stores every whole message in the buffer; with at_end (the
+ * peer closed, or the drain), also what is left: a last line without its
+ * line end is a message. Drops what it consumed from the buffer. Returns 0,
+ * or the framer's error (the connection cannot go on). */
+static int frame_buffer(struct conn *c, bool at_end)
+{
+    size_t off = 0;
+    int r;
+
+    for (;;) {
+        struct syslog_frame f;
+
+        r = at_end ? syslog_framer_finish(&c->framer, c->buf + off, c->len - off, &f)
+                   : syslog_framer_next(&c->framer, c->buf + off, c->len - off, &f);
+        if (r < 0)
+            break;
+        off += f.consumed;
+        switch (f.kind) {
+        case SYSLOG_FRAME_MESSAGE:
+            take_message(c, f.msg, f.msg_len, false);
+            break;
+        case SYSLOG_FRAME_CUT:
+            take_message(c, f.msg, f.msg_len, true);
+            break;
+        case SYSLOG_FRAME_DISCARDED:
+            c->l->d->stats.syslog_stream_discarded_bytes += f.consumed;
+            break;
+        }
+    }
+    if (off) {
+        memmove(c->buf, c->buf + off, c->len - off);
+        c->len -= off;
+    }
+    return r == -EAGAIN || r == -ENODATA ? 0 : r;
+}
+
+/* ---- the connection ---- */
+
+static void on_conn_closed(uv_handle_t *h);
+static void maybe_stopped(struct syslog_stream *l);
+
+static void set_state(struct conn *c, enum conn_state next)
+{
+    assert(c->state != CONN_CLOSING);
+    if (c->state == CONN_PAUSED)
+        list_del(&c->paused_node);
+    if (next == CONN_PAUSED)
+        list_add_tail(&c->l->paused, &c->paused_node);
+    c->state = next;
+}
+
+/* The connection ends: what it has left in the buffer was framed by the
+ * caller; its shard is sealed, the socket closed. */
+static void close_conn(struct conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    retire_shard(c);
+    (void)uv_poll_stop(&c->poll);
+    set_state(c, CONN_CLOSING);
+    uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+}
+
+static void framing_failed(struct conn *c, int err)
+{
+    struct daemon *d = c->l->d;
+    char w[160];
+
+    d->stats.syslog_stream_framing_errors++;
+    d->stats.syslog_stream_unfinished_bytes += c->len;
+    if (err == -EMSGSIZE)
+        log_warning_ratelimited(d->loop, "syslog stream framing errors",
+                                "%s: %s sent an octet-counted message longer than "
+                                "max_record_bytes (%" PRIu64 "); the next message cannot be "
+                                "found: closing the connection (messages before it are kept)",
+                                c->l->path, who(c, w, sizeof(w)), d->config.max_record_bytes);
+    else
+        log_warning_ratelimited(d->loop, "syslog stream framing errors",
+                                "%s: %s sent a malformed octet count (not \"LENGTH SP "
+                                "MESSAGE\", LENGTH a decimal without a leading zero); the next "
+                                "message cannot be found: closing the connection (messages "
+                                "before it are kept)",
+                                c->l->path, who(c, w, sizeof(w)));
+    close_conn(c);
+}
+
+/* The peer is done (end of file, or an error such as a reset): the rest
+ * of the buffer is framed as the end of the connection. Bytes of a frame
+ * it never finished are lost, and counted. */
+static void finish_conn(struct conn *c, const char *how)
+{
+    struct daemon *d = c->l->d;
+    char w[160];
+    int r = frame_buffer(c, true);
+
+    if (r == -EPIPE) {
+        d->stats.syslog_stream_unfinished_bytes += c->len;
+        log_warning_ratelimited(d->loop, "unfinished syslog stream frames",
+                                "%s: %s %s inside an octet-counted message; its %zu bytes "
+                                "received are dropped",
+                                c->l->path, who(c, w, sizeof(w)), how, c->len);
+    } else if (r < 0) {
+        framing_failed(c, r);
+        return;
+    }
+    log_debug("%s: %s %s", c->l->path, who(c, w, sizeof(w)), how);
+    close_conn(c);
+}
+
+/* Reads what the socket holds, at most max_bytes, framing as it goes.
+ * Returns 1 when the peer has closed (or the connection failed: how says
+ * which), 0 when the socket is empty or max_bytes were read, or the
+ * framer's error. With budget, stops early (returning 0) once the
+ * connection is over its memory budget, and pauses it. */
+static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool budget,
+                     const char **how)
+{
+    struct daemon *d = c->l->d;
+    size_t total = 0;
+
+    for (size_t i = 0; i < max_reads && total < max_bytes; i++) {
+        ssize_t room = rx_room(c), n;
+        int r;
+
+        if (room < 0) {
+            *how = "could not be read further: out of memory";
+            return 1;
+        }
+        assert(room > 0); /* a full buffer of the largest size always frames */
+        n = read(c->fd, c->buf + c->len, (size_t)room);
+        if (n == 0) {
+            *how = "closed the connection";
+            return 1;
+        }
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                if (c->len == 0 && c->buf)
+                    rx_release(c);
+                return 0;
+            }
+            *how = errno == ECONNRESET ? "reset the connection" : "failed (read error)";
+            return 1;
+        }
+        c->len += (size_t)n;
+        total += (size_t)n;
+        r = frame_buffer(c, false);
+        if (r < 0)
+            return r;
+        if (budget && memory_over_budget(d, conn_held(c))) {
+            char w[160];
+
+            set_state(c, CONN_PAUSED);
+            (void)uv_poll_stop(&c->poll);
+            d->stats.syslog_stream_pauses++;
+            log_warning_ratelimited(d->loop, "pauses of syslog stream connections",
+                                    "%s: not reading %s while it holds %" PRIu64
+                                    " bytes and the daemon %" PRIu64 " (session_buffer_bytes %"
+                                    PRIu64 ", memory_limit_bytes %" PRIu64 "); the sender waits",
+                                    c->l->path, who(c, w, sizeof(w)), conn_held(c),
+                                    memory_used(d), d->config.session_buffer_bytes,
+                                    d->config.memory_limit_bytes);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static void on_conn_readable(uv_poll_t *h, int status, int events)
+{
+    struct conn *c = h->data;
+    const char *how = NULL;
+    int r;
+
+    (void)events;
+    if (c->state != CONN_READING)
+        return;
+    if (status < 0) {
+        finish_conn(c, "failed (poll error)");
+        return;
+    }
+    r = read_some(c, READS_PER_WAKEUP, SIZE_MAX, true, &how);
+    if (r == 1)
+        finish_conn(c, how);
+    else if (r < 0)
+        framing_failed(c, r);
+}
+
+static void start_reading(struct conn *c)
+{
+    set_state(c, CONN_READING);
+    (void)uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_readable); /* a valid fd */
+}
+
+/* Buffers came back: the connections paused first read again first, while
+ * the daemon stays under three quarters of its limit. */
+static void on_shard_released(void *data, struct shard *sh)
+{
+    struct syslog_stream *l = data;
+
+    (void)sh;
+    while (!list_empty(&l->paused) && memory_daemon_may_resume(l->d)) {
+        struct conn *c = list_entry(l->paused.next, struct conn, paused_node);
+
+        if (!memory_session_may_resume(l->d, c->shard ? shard_buffer_bytes(c->shard) : 0))
+            break; /* in order: the first waits for its own shard */
+        start_reading(c);
+    }
+}
+
+static const struct shard_events stream_shard_events = {
+    .released = on_shard_released,
+};
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    struct syslog_stream *l = c->l;
+
+    (void)close(c->fd); /* ours; a socket, nothing to flush */
+    rx_release(c);
+    list_del(&c->node);
+    l->n_conns--;
+    free(c);
+    maybe_stopped(l);
+}
+
+/* ---- accepting ---- */
+
+static size_t conns_of_uid(const struct syslog_stream *l, uint32_t uid)
+{
+    size_t n = 0;
+
+    for (const struct list_node *p = l->conns.next; p != &l->conns; p = p->next)
+        n += list_entry(p, struct conn, node)->creds.uid == uid;
+    return n;
+}
+
+/* The rules a liblogshard connection meets (session-admit.c), for this
+ * socket's connections: the access lists, then max_producers and
+ * max_producers_per_uid counted among them. Syslog has no way to tell the
+ * peer why, so the log does. Returns 0 when the peer may send. */
+static int admit(struct syslog_stream *l, const struct ucred *uc)
+{
+    static struct log_ratelimit rl = LOG_RATELIMIT_INIT("refused syslog stream connections");
+    struct daemon *d = l->d;
+    const struct config *cfg = &d->config;
+    char why[160];
+
+    if ((cfg->allowed_uids.n || cfg->allowed_gids.n) &&
+        !config_id_list_contains(&cfg->allowed_uids, uc->uid) &&
+        !config_id_list_contains(&cfg->allowed_gids, uc->gid)) {
+        d->stats.refused_access++;
+        snprintf(why, sizeof(why), "not in allowed_uids or allowed_gids");
+    } else if (l->n_conns >= cfg->max_producers) {
+        d->stats.refused_limit++;
+        snprintf(why, sizeof(why), "max_producers (%" PRIu64 ") connections are open",
+                 cfg->max_producers);
+    } else if (cfg->max_producers_per_uid &&
+               conns_of_uid(l, (uint32_t)uc->uid) >= cfg->max_producers_per_uid) {
+        d->stats.refused_limit++;
+        snprintf(why, sizeof(why), "max_producers_per_uid (%" PRIu64 ") reached for its uid",
+                 cfg->max_producers_per_uid);
+    } else {
+        return 0;
+    }
+    log_msg_ratelimited(&rl, d->loop, LOG_LEVEL_WARNING,
+                        "%s: refused a connection of pid %d, uid %u, gid %u: %s", l->path,
+                        (int)uc->pid, (unsigned)uc->uid, (unsigned)uc->gid, why);
+    return -EACCES;
+}
+
+static void on_accepted(struct unixsock *u, int fd)
+{
+    struct syslog_stream *l = u->data;
+    struct daemon *d = l->d;
+    struct ucred uc;
+    socklen_t sl = sizeof(uc);
+    struct conn *c;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &sl) < 0 || admit(l, &uc) < 0) {
+        (void)close(fd); /* no credentials or not admitted: nothing of it is read */
+        return;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c || uv_poll_init(d->loop, &c->poll, fd) < 0) {
+        log_warning("%s: a connection was dropped at accept: %s", l->path,
+                    c ? "cannot watch it" : "out of memory");
+        free(c);
+        (void)close(fd);
+        return;
+    }
+    c->l = l;
+    c->fd = fd;
+    c->id = ++l->next_id;
+    c->creds = (struct shard_creds){ .pid = (uint32_t)uc.pid, .uid = (uint32_t)uc.uid,
+                                     .gid = (uint32_t)uc.gid };
+    (void)syslog_framer_init(&c->framer, (size_t)d->config.max_record_bytes); /* in range */
+    c->poll.data = c;
+    c->state = CONN_READING;
+    list_init(&c->paused_node);
+    list_add_tail(&l->conns, &c->node);
+    l->n_conns++;
+    d->stats.syslog_stream_connections++;
+    start_reading(c);
+}
+
+static void on_trouble(struct unixsock *u, enum unixsock_trouble what, int err)
+{
+    struct syslog_stream *l = u->data;
+
+    switch (what) {
+    case UNIXSOCK_TROUBLE_WATCH:
+        log_error("watching %s failed: %s", l->path, uv_strerror(err));
+        break;
+    case UNIXSOCK_TROUBLE_PAUSED:
+        log_warning_ratelimited(l->d->loop, "pauses in accepting syslog stream connections",
+                                "%s: cannot accept: %s; pausing, waiting connections stay "
+                                "queued",
+                                l->path, strerror(err));
+        break;
+    case UNIXSOCK_TROUBLE_ACCEPT:
+        log_error("accepting on %s failed: %s", l->path, strerror(err));
+        break;
+    }
+}
+
+static const struct unixsock_ops stream_sock_ops = {
+    .accepted = on_accepted,
+    .trouble = on_trouble,
+};
+
+/* ---- start, sweep, stop ---- */
+
+static int bind_socket(struct syslog_stream *l, char *why, size_t why_len)
+{
+    enum unixsock_step step;
+    int r = unixsock_bind(&l->sock, l->path, STREAM_MODE, NULL, STREAM_BACKLOG, &step);
+
+    if (r == 0)
+        return 0;
+    switch (step) {
+    case UNIXSOCK_STEP_ADDRESS:
+        snprintf(why, why_len, "[syslog] stream_socket %s: too long for a Unix socket address",
+                 l->path);
+        break;
+    case UNIXSOCK_STEP_STALE:
+        if (r == -EADDRINUSE)
+            snprintf(why, why_len, "[syslog] stream_socket %s: another daemon is listening there",
+                     l->path);
+        else if (r == -EEXIST)
+            snprintf(why, why_len, "[syslog] stream_socket %s: exists and is not a socket",
+                     l->path);
+        else
+            snprintf(why, why_len, "[syslog] stream_socket %s: %s", l->path, strerror(-r));
+        break;
+    default:
+        snprintf(why, why_len, "cannot listen on [syslog] stream_socket %s: %s", l->path,
+                 strerror(-r));
+        break;
+    }
+    return r;
+}
+
+int syslog_stream_start(struct daemon *d, struct syslog_stream **ret, char *why, size_t why_len)
+{
+    struct syslog_stream *l = calloc(1, sizeof(*l));
+    int r;
+
+    if (l)
+        l->path = strdup(d->config.syslog_stream_socket);
+    if (!l || !l->path) {
+        if (l)
+            free(l);
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    l->d = d;
+    list_init(&l->conns);
+    list_init(&l->paused);
+    list_init(&l->on_shards.node);
+    unixsock_init(&l->sock, d->loop, &stream_sock_ops, EMFILE_PAUSE_MS, l);
+    if (d->passed.syslog_stream >= 0) {
+        l->activated = true;
+        r = unixsock_adopt(&l->sock, d->passed.syslog_stream);
+        if (r < 0)
+            snprintf(why, why_len, "[syslog] stream_socket %s (from systemd): cannot watch it: %s",
+                     l->path, strerror(-r));
+    } else {
+        r = bind_socket(l, why, why_len);
+    }
+    if (r < 0) {
+        free(l->path);
+        free(l);
+        return r;
+    }
+    shard_subscribe(d, &l->on_shards, &stream_shard_events, l);
+    *ret = l;
+    return 0;
+}
+
+const char *syslog_stream_path(const struct syslog_stream *l)
+{
+    return l->path;
+}
+
+bool syslog_stream_activated(const struct syslog_stream *l)
+{
+    return l->activated;
+}
+
+size_t syslog_stream_connections(const struct syslog_stream *l)
+{
+    return l ? l->n_conns : 0;
+}
+
+void syslog_stream_sweep(struct syslog_stream *l)
+{
+    uint64_t now = now_monotonic_ns();
+    uint64_t idle_ns, max_age_ns;
+
+    if (!l)
+        return;
+    idle_ns = l->d->config.syslog_idle_ms * 1000000ull;
+    max_age_ns = l->d->config.max_shard_age_ms * 1000000ull;
+    for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next) {
+        struct conn *c = list_entry(p, struct conn, node);
+
+        if (c->shard && (now - c->last_msg_mono_ns >= idle_ns ||
+                         now - c->shard->created_mono_ns >= max_age_ns))
+            retire_shard(c);
+    }
+}
+
+static void maybe_stopped(struct syslog_stream *l)
+{
+    void (*cb)(void *) = l->stop_cb;
+    void *data = l->stop_data;
+
+    if (!l->stopping || !l->sock_closed || l->n_conns)
+        return;
+    free(l->path);
+    free(l);
+    if (cb)
+        cb(data);
+}
+
+static void on_sock_closed(struct unixsock *u)
+{
+    struct syslog_stream *l = u->data;
+
+    l->sock_closed = true;
+    maybe_stopped(l);
+}
+
+void syslog_stream_stop(struct syslog_stream *l, void (*cb)(void *data), void *data)
+{
+    struct list_node *p, *next;
+
+    if (l->stopping)
+        return;
+    l->stopping = true;
+    l->stop_cb = cb;
+    l->stop_data = data;
+    shard_unsubscribe(&l->on_shards);
+    /* What each peer has written is in the kernel's buffer (or, for a
+     * peer paused for memory, there and in ours): it is read now, memory
+     * limit or not, so that the drain seals it rather than closing it
+     * away. A last line without its line end is stored as it is. */
+    for (p = l->conns.next; p != &l->conns; p = next) {
+        struct conn *c = list_entry(p, struct conn, node);
+        const char *how = "was closed by the drain";
+        int r;
+
+        next = p->next;
+        if (c->state == CONN_CLOSING)
+            continue;
+        r = read_some(c, SIZE_MAX, DRAIN_MAX_BYTES, false, &how);
+        if (r < 0)
+            framing_failed(c, r);
+        else
+            finish_conn(c, how);
+    }
+    unixsock_close(&l->sock, on_sock_closed);
+}
