@@ -39,6 +39,7 @@
 
 #include "harness.h"
 #include "json.h"
+#include "syslog-fixture.h"
 
 #define RUN_MS 30000
 #define STOP_MS 30000
@@ -103,44 +104,12 @@ static void send_text(struct harness *h, const char *text)
     send_raw(h, text, strlen(text));
 }
 
-/* The program's path from $PATH (harness_run does not search it), or
- * NULL. */
-static char *find_program(const char *name)
-{
-    const char *path = getenv("PATH");
-    char *copy = strdup(path && *path ? path : "/usr/bin:/bin"), *save = NULL;
-
-    assert_non_null(copy);
-    for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        char *full = harness_path(dir, name);
-        if (access(full, X_OK) == 0) {
-            free(copy);
-            return full;
-        }
-        free(full);
-    }
-    free(copy);
-    return NULL;
-}
-
-/* A sender someone else wrote, or the test is skipped (exit 77 style). */
-static char *need_program(const char *name)
-{
-    char *p = find_program(name);
-
-    if (!p) {
-        print_message("%s is not installed: skipped\n", name);
-        skip();
-    }
-    return p;
-}
-
 /* Runs util-linux logger against the socket; arguments NULL-terminated. */
 static void run_logger(struct harness *h, ...)
 {
     const char *argv[24];
     char *path = syslog_path(h);
-    char *logger = need_program("logger");
+    char *logger = syslog_need_program("logger");
     size_t n = 0;
     va_list ap;
     int status;
@@ -162,168 +131,6 @@ static void run_logger(struct harness *h, ...)
     free(path);
 }
 
-/* ---- reading the spool back ---- */
-
-struct rec {
-    char producer[80];
-    char source[32];
-    uint64_t hdr_pid, hdr_uid, hdr_gid;
-    uint64_t pid, uid, gid; /* the record's credentials */
-    char *payload;          /* the bytes, or the base64 text when b64 */
-    size_t len;
-    bool b64;
-};
-
-struct recs {
-    struct rec *v;
-    size_t n;
-};
-
-static void recs_free(struct recs *r)
-{
-    for (size_t i = 0; i < r->n; i++)
-        free(r->v[i].payload);
-    free(r->v);
-    r->v = NULL;
-    r->n = 0;
-}
-
-/* Every record of the spool, as logctl cat --spool --json shows it, once
- * logctl verify has found every shard sound (its seal trailer's length
- * included, which counts the records' credential blocks). */
-static struct recs read_spool(struct harness *h)
-{
-    struct harness_run run = harness_run_logctl(h, "verify", "--spool", h->spool, NULL);
-    struct recs r = { NULL, 0 };
-    char *line, *nl;
-
-    harness_expect_code(&run, 0, "logctl verify --spool");
-    harness_run_free(&run);
-    run = harness_run_logctl(h, "cat", "--spool", h->spool, "--json", NULL);
-
-    harness_expect_code(&run, 0, "logctl cat --spool --json");
-    for (line = run.out; (nl = memchr(line, '\n', run.out_len - (size_t)(line - run.out)));
-         line = nl + 1) {
-        struct json_value *v = NULL;
-        const struct json_value *cred, *pl;
-        const char *why = NULL;
-        struct rec *x;
-
-        if (json_parse(line, (size_t)(nl - line), &v, &why, NULL) != 0)
-            fail_msg("logctl cat --json printed a line that is not JSON (%s): %.*s", why,
-                     (int)(nl - line), line);
-        r.v = realloc(r.v, (r.n + 1) * sizeof(*r.v));
-        assert_non_null(r.v);
-        x = &r.v[r.n++];
-        memset(x, 0, sizeof(*x));
-        snprintf(x->producer, sizeof(x->producer), "%s", json_get_str(v, "producer", "?"));
-        snprintf(x->source, sizeof(x->source), "%s", json_get_str(v, "source", "?"));
-        x->hdr_pid = json_get_u64(v, "pid", UINT64_MAX);
-        x->hdr_uid = json_get_u64(v, "uid", UINT64_MAX);
-        x->hdr_gid = json_get_u64(v, "gid", UINT64_MAX);
-        cred = json_get(v, "credentials");
-        if (!cred)
-            fail_msg("a record without credentials: %.*s", (int)(nl - line), line);
-        x->pid = json_get_u64(cred, "pid", UINT64_MAX);
-        x->uid = json_get_u64(cred, "uid", UINT64_MAX);
-        x->gid = json_get_u64(cred, "gid", UINT64_MAX);
-        pl = json_get(v, "payload");
-        if (!pl) {
-            pl = json_get(v, "payload_base64");
-            x->b64 = true;
-        }
-        assert_non_null(pl);
-        assert_int_equal(pl->type, JSON_STRING);
-        x->payload = malloc(pl->string_len + 1);
-        assert_non_null(x->payload);
-        memcpy(x->payload, pl->string, pl->string_len + 1);
-        x->len = pl->string_len;
-        json_value_free(v);
-    }
-    harness_run_free(&run);
-    return r;
-}
-
-/* The one record of producer with exactly these payload bytes; fails the
- * test unless there is exactly one. */
-static const struct rec *expect_once(const struct recs *r, const char *producer,
-                                     const void *payload, size_t len)
-{
-    const struct rec *found = NULL;
-    size_t hits = 0;
-    char *b64 = malloc(base64_encoded_len(len) + 1);
-
-    assert_non_null(b64);
-    base64_encode(payload, len, b64);
-    for (size_t i = 0; i < r->n; i++) {
-        const struct rec *x = &r->v[i];
-        bool same = x->b64 ? strcmp(x->payload, b64) == 0
-                           : x->len == len && memcmp(x->payload, payload, len) == 0;
-
-        if (same && strcmp(x->producer, producer) == 0) {
-            found = x;
-            hits++;
-        }
-    }
-    if (hits != 1) {
-        for (size_t i = 0; i < r->n; i++)
-            fprintf(stderr, "  record %zu: %s %s %.*s\n", i, r->v[i].producer,
-                    r->v[i].b64 ? "(base64)" : "", (int)(r->v[i].len > 120 ? 120 : r->v[i].len),
-                    r->v[i].payload);
-        fail_msg("producer %s: %zu records of the %zu-byte payload %.60s, expected 1", producer,
-                 hits, len, b64);
-    }
-    free(b64);
-    assert_string_equal(found->source, "syslog-datagram");
-    return found;
-}
-
-/* The record must name this process as its sender, in its credentials
- * and (it opened the shard) the header. */
-static void expect_our_creds(const struct rec *x)
-{
-    assert_int_equal(x->pid, (uint64_t)getpid());
-    assert_int_equal(x->uid, (uint64_t)getuid());
-    assert_int_equal(x->gid, (uint64_t)getgid());
-    assert_int_equal(x->hdr_uid, (uint64_t)getuid());
-}
-
-static char *producer_of(const char *ident)
-{
-    char *s = NULL;
-
-    assert_true(asprintf(&s, "%s.u%u", ident, (unsigned)getuid()) > 0);
-    return s;
-}
-
-static void stop_clean(struct harness *h)
-{
-    harness_assert_clean_exit(harness_stop(h, SIGTERM, STOP_MS));
-}
-
-/* logctl status --json: a member of the syslog object (group NULL), of an
- * object in it, or (group "") of the top level. */
-static uint64_t status_syslog(struct harness *h, const char *group, const char *key)
-{
-    struct harness_run run =
-        harness_run_logctl(h, "status", "--json", "--admin-socket", h->admin_sock, NULL);
-    struct json_value *v = NULL;
-    const struct json_value *o;
-    uint64_t n;
-
-    harness_expect_code(&run, 0, "logctl status --json");
-    assert_int_equal(json_parse(run.out, run.out_len, &v, NULL, NULL), 0);
-    o = group && !*group ? v : json_get(v, "syslog");
-    if (!o)
-        fail_msg("logctl status --json has no syslog object: %s", run.out);
-    if (group && *group)
-        o = json_get(o, group);
-    n = json_get_u64(o, key, UINT64_MAX);
-    json_value_free(v);
-    harness_run_free(&run);
-    return n;
-}
-
 /* ---- tests ---- */
 
 /* logger in its three formats: each message is a record of <tag>.u<uid>,
@@ -332,23 +139,23 @@ static uint64_t status_syslog(struct harness *h, const char *group, const char *
 static void test_logger(void **state)
 {
     struct harness *h = *state;
-    struct recs r;
+    struct syslog_recs r;
     const char *tags[] = { "plain-tag", "t3164", "t5424" };
     const char *msgs[] = { "plain message", "bsd message", "five four two four" };
 
-    free(need_program("logger")); /* before the daemon starts */
+    free(syslog_need_program("logger")); /* before the daemon starts */
     start_with_syslog(h, NULL);
     run_logger(h, "-t", tags[0], msgs[0], NULL);
     run_logger(h, "--rfc3164", "-t", tags[1], msgs[1], NULL);
     run_logger(h, "--rfc5424", "--sd-id", "zoo@32473", "--sd-param", "tiger=\"hungry\"", "-t",
                tags[2], "--msgid", "ID47", msgs[2], NULL);
-    stop_clean(h);
+    syslog_stop_clean(h);
 
-    r = read_spool(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 3);
     for (size_t i = 0; i < 3; i++) {
-        char *producer = producer_of(tags[i]);
-        const struct rec *x = NULL;
+        char *producer = syslog_producer_of(tags[i]);
+        const struct syslog_rec *x = NULL;
         size_t ml = strlen(msgs[i]);
 
         for (size_t j = 0; j < r.n; j++)
@@ -374,7 +181,7 @@ static void test_logger(void **state)
         }
         free(producer);
     }
-    recs_free(&r);
+    syslog_recs_free(&r);
 }
 
 /* Python's SysLogHandler(address=PATH): "<12>ident: text\0"; the NUL goes,
@@ -385,9 +192,9 @@ static void test_python_handler(void **state)
     char *path = syslog_path(h);
     char *out = harness_path(h->dir, "python.out");
     char *script = NULL;
-    char *producer = producer_of("pyapp");
-    struct recs r;
-    char *python = need_program("python3");
+    char *producer = syslog_producer_of("pyapp");
+    struct syslog_recs r;
+    char *python = syslog_need_program("python3");
     uint64_t pypid;
     size_t len;
     char *text;
@@ -412,21 +219,21 @@ static void test_python_handler(void **state)
     text = harness_slurp(out, &len);
     pypid = strtoull(text, NULL, 10);
     assert_true(pypid > 0);
-    stop_clean(h);
+    syslog_stop_clean(h);
 
-    r = read_spool(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 5);
     for (int i = 0; i < 5; i++) {
         char want[64];
-        const struct rec *x;
+        const struct syslog_rec *x;
 
         snprintf(want, sizeof(want), "<12>pyapp: python message %d \xc3\xa9", i);
-        x = expect_once(&r, producer, want, strlen(want));
+        x = syslog_expect_once(&r, "syslog-datagram", producer, want, strlen(want));
         assert_int_equal(x->pid, pypid);
         assert_int_equal(x->hdr_pid, pypid);
         assert_int_equal(x->uid, (uint64_t)getuid());
     }
-    recs_free(&r);
+    syslog_recs_free(&r);
     free(text);
     free(producer);
     free(script);
@@ -445,8 +252,8 @@ static void test_raw_datagrams(void **state)
     size_t big_len = 60 * 1024;
     char *big = malloc(big_len);
     char *producer;
-    struct recs r;
-    const struct rec *x;
+    struct syslog_recs r;
+    const struct syslog_rec *x;
     char log_needle[96];
 
     assert_non_null(big);
@@ -471,46 +278,46 @@ static void test_raw_datagrams(void **state)
              (int)getpid(), (unsigned)getuid());
     if (!harness_wait_log(h, log_needle, 10000))
         fail_msg("the daemon's log never said: %s", log_needle);
-    assert_int_equal(status_syslog(h, "dropped", "empty"), 2);
-    assert_int_equal(status_syslog(h, NULL, "datagrams"), 206);
-    assert_int_equal(status_syslog(h, NULL, "records"), 204);
+    assert_int_equal(syslog_status(h, "dropped", "empty"), 2);
+    assert_int_equal(syslog_status(h, NULL, "datagrams"), 206);
+    assert_int_equal(syslog_status(h, NULL, "records"), 204);
     /* The shards count their bytes with the credential blocks: what waits
      * to be written is at most what was sent, never a count gone below 0. */
-    assert_true(status_syslog(h, "", "bytes_waiting") < 1024 * 1024);
-    stop_clean(h);
+    assert_true(syslog_status(h, "", "bytes_waiting") < 1024 * 1024);
+    syslog_stop_clean(h);
 
-    r = read_spool(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 204);
     /* The text claims pid 1; the record says who really sent it. */
-    producer = producer_of("forger");
-    x = expect_once(&r, producer, forged, strlen(forged));
-    expect_our_creds(x);
+    producer = syslog_producer_of("forger");
+    x = syslog_expect_once(&r, "syslog-datagram", producer, forged, strlen(forged));
+    syslog_expect_our_creds(x);
     assert_int_equal(x->hdr_pid, (uint64_t)getpid());
     free(producer);
 
-    producer = producer_of("bigsender");
-    expect_our_creds(expect_once(&r, producer, big, big_len));
+    producer = syslog_producer_of("bigsender");
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, big, big_len));
     free(producer);
 
     /* No PRI, no identifier: the fallback name; the bytes as they came
      * (the trailing 'x' keeps the NULs and the newline inside). */
-    producer = producer_of("syslog");
-    expect_our_creds(expect_once(&r, producer, garbage, sizeof(garbage)));
+    producer = syslog_producer_of("syslog");
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, garbage, sizeof(garbage)));
     free(producer);
 
-    producer = producer_of("nl");
-    expect_our_creds(expect_once(&r, producer, "<14>nl: a line end is the sender's", 34));
+    producer = syslog_producer_of("nl");
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<14>nl: a line end is the sender's", 34));
     free(producer);
 
     for (int i = 0; i < 200; i++) {
         char m[64], id[16];
         snprintf(m, sizeof(m), "<13>ident%03d[%d]: message %d", i, i, i);
         snprintf(id, sizeof(id), "ident%03d", i);
-        producer = producer_of(id);
-        expect_our_creds(expect_once(&r, producer, m, strlen(m)));
+        producer = syslog_producer_of(id);
+        syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, m, strlen(m)));
         free(producer);
     }
-    recs_free(&r);
+    syslog_recs_free(&r);
     free(big);
 }
 
@@ -521,8 +328,8 @@ static void test_oversized(void **state)
     struct harness *h = *state;
     size_t len = 8 * 1024;
     char *m = malloc(len);
-    char *producer = producer_of("over");
-    struct recs r;
+    char *producer = syslog_producer_of("over");
+    struct syslog_recs r;
 
     assert_non_null(m);
     memcpy(m, "<13>over: ", 10);
@@ -532,12 +339,12 @@ static void test_oversized(void **state)
     send_text(h, "<13>over: small");
     if (!harness_wait_log(h, "over max_record_bytes", 10000))
         fail_msg("the oversized datagram was not logged");
-    assert_int_equal(status_syslog(h, "dropped", "oversized"), 1);
-    stop_clean(h);
-    r = read_spool(h);
+    assert_int_equal(syslog_status(h, "dropped", "oversized"), 1);
+    syslog_stop_clean(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 1);
-    expect_our_creds(expect_once(&r, producer, "<13>over: small", 15));
-    recs_free(&r);
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>over: small", 15));
+    syslog_recs_free(&r);
     free(producer);
     free(m);
 }
@@ -560,8 +367,8 @@ static void test_idle_seal(void **state)
 {
     struct harness *h = *state;
     struct done_count c = { h, 1 };
-    char *producer = producer_of("cronjob");
-    struct recs r;
+    char *producer = syslog_producer_of("cronjob");
+    struct syslog_recs r;
 
     start_with_syslog(h, "[syslog]\nidle_timeout = 300ms\n");
     send_text(h, "<13>cronjob: first run");
@@ -573,13 +380,13 @@ static void test_idle_seal(void **state)
     c.at_least = 2;
     if (!harness_wait_for(done_has, &c, 10000))
         fail_msg("the second shard was not sealed within 10 s");
-    stop_clean(h);
-    r = read_spool(h);
+    syslog_stop_clean(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 2);
-    expect_our_creds(expect_once(&r, producer, "<13>cronjob: first run", 22));
-    expect_our_creds(expect_once(&r, producer, "<13>cronjob: second run", 23));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>cronjob: first run", 22));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>cronjob: second run", 23));
     assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
-    recs_free(&r);
+    syslog_recs_free(&r);
     free(producer);
 }
 
@@ -589,7 +396,7 @@ static void test_max_producers(void **state)
 {
     struct harness *h = *state;
     struct done_count c = { h, 6 };
-    struct recs r;
+    struct syslog_recs r;
 
     start_with_syslog(h, "[syslog]\nmax_producers = 4\nidle_timeout = 1h\n");
     for (int i = 0; i < 10; i++) {
@@ -601,20 +408,20 @@ static void test_max_producers(void **state)
         fail_msg("10 producers with max_producers 4: %zu shards sealed, expected 6",
                  harness_count_files(h, "done", ".shard"));
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 4);
-    stop_clean(h);
-    r = read_spool(h);
+    syslog_stop_clean(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 10);
     for (int i = 0; i < 10; i++) {
         char m[32], id[16];
         char *producer;
         snprintf(m, sizeof(m), "<13>lru%d: hello", i);
         snprintf(id, sizeof(id), "lru%d", i);
-        producer = producer_of(id);
-        expect_once(&r, producer, m, strlen(m));
+        producer = syslog_producer_of(id);
+        syslog_expect_once(&r, "syslog-datagram", producer, m, strlen(m));
         free(producer);
     }
     assert_int_equal(harness_count_files(h, "done", ".shard"), 10);
-    recs_free(&r);
+    syslog_recs_free(&r);
 }
 
 /* The socket from the file's [syslog] datagram_socket: a stale socket
@@ -625,10 +432,10 @@ static void test_socket_life(void **state)
 {
     struct harness *h = *state;
     char *path = syslog_path(h);
-    char *producer = producer_of("life");
+    char *producer = syslog_producer_of("life");
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
-    struct recs r;
+    struct syslog_recs r;
     char config[512];
     int fd;
 
@@ -654,64 +461,59 @@ static void test_socket_life(void **state)
         fail_msg("no reload");
     assert_true(harness_log_has(h, "[syslog] datagram_socket cannot change while running"));
     send_text(h, "<13>life: after the reload");
-    stop_clean(h);
+    syslog_stop_clean(h);
     assert_int_equal(access(path, F_OK), -1);
 
-    r = read_spool(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 2);
-    expect_our_creds(expect_once(&r, producer, "<13>life: before the reload", 27));
-    expect_our_creds(expect_once(&r, producer, "<13>life: after the reload", 26));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>life: before the reload", 27));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>life: after the reload", 26));
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
-    recs_free(&r);
+    syslog_recs_free(&r);
     free(producer);
     free(path);
 }
 
-/* Socket activation, as a unit with ListenStream= and ListenDatagram=
- * would start it: the daemon gets the producer socket and a datagram
- * socket bound at [syslog] datagram_socket as fds 3 and 4, reads the
- * datagrams queued before it started, and leaves the file to its owner
- * at exit. */
-static void test_socket_activation(void **state)
+/* The sockets a unit with ListenStream= and ListenDatagram= passes: a
+ * listening stream socket at the producer path, and a datagram socket at
+ * the syslog path with PassCredentials=yes. */
+static void make_unit_sockets(struct harness *h, int *ret_stream, int *ret_dgram)
 {
-    struct harness *h = *state;
     char *path = syslog_path(h);
-    char *producer = producer_of("early");
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    char config[512];
-    struct recs r;
-    int stream_fd, dgram_fd;
 
     strcpy(sa.sun_path, h->sock);
-    stream_fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(stream_fd >= 0);
-    assert_int_equal(bind(stream_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(stream_fd, 16), 0);
+    *ret_stream = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(*ret_stream >= 0);
+    assert_int_equal(bind(*ret_stream, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(*ret_stream, 16), 0);
     strcpy(sa.sun_path, path);
-    dgram_fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-    assert_true(dgram_fd >= 0);
+    *ret_dgram = socket(AF_UNIX, SOCK_DGRAM, 0);
+    assert_true(*ret_dgram >= 0);
     /* As PassCredentials=yes in the socket unit: without it, a datagram
      * queued before the daemon turns SO_PASSCRED on carries no sender
      * (the kernel then says pid 0, the overflow uid). */
-    assert_int_equal(setsockopt(dgram_fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)), 0);
-    assert_int_equal(bind(dgram_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    /* Sent before the daemon runs: waiting in the socket's queue. */
-    send_text(h, "<13>early: before the daemon");
+    assert_int_equal(setsockopt(*ret_dgram, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)),
+                     0);
+    assert_int_equal(bind(*ret_dgram, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    free(path);
+}
 
-    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s\n", path);
-    harness_write_config(h, config);
-    {
-        /* There before the daemon, so that waiting on it can begin at once. */
-        int log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        assert_true(log >= 0);
-        close(log);
-    }
+/* Starts the daemon as systemd would, with the two sockets as fds 3 and
+ * 4 (LISTEN_FDS=2) and h->config. */
+static void spawn_activated(struct harness *h, int stream_fd, int dgram_fd)
+{
+    /* There before the daemon, so that waiting on it can begin at once. */
+    int log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+    assert_true(log >= 0);
+    close(log);
     h->daemon = fork();
     assert_true(h->daemon >= 0);
     if (h->daemon == 0) {
         char pid[16];
-        int log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
+        log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (log < 0 || dup2(log, 2) < 0 || dup2(stream_fd, 3) < 0 || dup2(dgram_fd, 4) < 0 ||
             process_reset_signals() < 0)
             _exit(127);
@@ -725,23 +527,82 @@ static void test_socket_activation(void **state)
     }
     h->daemon_pidfd = (int)syscall(SYS_pidfd_open, h->daemon, 0);
     assert_true(h->daemon_pidfd >= 0);
+}
+
+/* Socket activation: the daemon reads the datagrams queued before it
+ * started and leaves the file to its owner at exit. With datagram_socket
+ * at the socket's path (configured) or empty: a unit's datagram socket is
+ * the input either way. */
+static void socket_activation(struct harness *h, bool configured)
+{
+    char *path = syslog_path(h);
+    char *producer = syslog_producer_of("early");
+    char config[512], needle[600];
+    struct syslog_recs r;
+    int stream_fd, dgram_fd;
+
+    make_unit_sockets(h, &stream_fd, &dgram_fd);
+    /* Sent before the daemon runs: waiting in the socket's queue. */
+    send_text(h, "<13>early: before the daemon");
+    if (configured)
+        snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s\n", path);
+    else
+        config[0] = '\0';
+    harness_write_config(h, config);
+    spawn_activated(h, stream_fd, dgram_fd);
     close(stream_fd);
+    snprintf(needle, sizeof(needle), "syslog datagrams on %s (socket from systemd)", path);
     if (!harness_wait_log(h, "(socket from systemd), admin socket", 20000) ||
-        !harness_wait_log(h, "syslog datagrams on", 20000))
+        !harness_wait_log(h, needle, 20000))
         fail_msg("the daemon did not start on the passed sockets:\n%s",
                  harness_slurp(h->log, &(size_t){ 0 }));
     send_text(h, "<13>early: after the start");
-    stop_clean(h);
+    syslog_stop_clean(h);
     /* systemd's socket, not the daemon's: still there, still bound. */
     assert_int_equal(access(path, F_OK), 0);
     close(dgram_fd);
 
-    r = read_spool(h);
+    r = syslog_read_spool(h);
     assert_int_equal(r.n, 2);
-    expect_our_creds(expect_once(&r, producer, "<13>early: before the daemon", 28));
-    expect_our_creds(expect_once(&r, producer, "<13>early: after the start", 26));
-    recs_free(&r);
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>early: before the daemon", 28));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>early: after the start", 26));
+    syslog_recs_free(&r);
     free(producer);
+    free(path);
+}
+
+static void test_socket_activation(void **state)
+{
+    socket_activation(*state, true);
+}
+
+/* As journald's forwarding socket unit passes it: nothing configured. */
+static void test_socket_activation_unconfigured(void **state)
+{
+    socket_activation(*state, false);
+}
+
+/* A unit and a configuration that disagree on the path: the daemon says
+ * so, naming both, and does not start. */
+static void test_socket_activation_mismatch(void **state)
+{
+    struct harness *h = *state;
+    char config[512], *path = syslog_path(h);
+    int stream_fd, dgram_fd, status;
+
+    make_unit_sockets(h, &stream_fd, &dgram_fd);
+    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s/elsewhere.sock\n", h->dir);
+    harness_write_config(h, config);
+    spawn_activated(h, stream_fd, dgram_fd);
+    close(stream_fd);
+    close(dgram_fd);
+    status = harness_wait_exit(h, 20000);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    assert_true(harness_log_has(h, "systemd passed a datagram socket at"));
+    assert_true(harness_log_has(h, path));
+    assert_true(harness_log_has(h, "elsewhere.sock"));
     free(path);
 }
 
@@ -852,6 +713,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_live_socket_refused, harness_setup,
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_socket_activation_unconfigured, harness_setup,
+                                        harness_teardown),
+        cmocka_unit_test_setup_teardown(test_socket_activation_mismatch, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_memory_backpressure, harness_setup,
                                         harness_teardown),
     };

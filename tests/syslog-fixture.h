@@ -1,0 +1,64 @@
+/* What the syslog input tests share (test-syslog-datagram.c,
+ * test-syslog-stream.c): senders that are not ours, found on $PATH, and
+ * the spool read back through the real logctl. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+
+/* The program's path from $PATH (harness_run does not search it), or
+ * NULL. */
+char *syslog_find_program(const char *name);
+
+/* The same, or the test is skipped when it is not installed. */
+char *syslog_need_program(const char *name);
+
+/* One record as logctl cat --json shows it. */
+struct syslog_rec {
+    char producer[80];
+    char source[32];
+    char shard[80]; /* the shard's id */
+    uint64_t hdr_pid, hdr_uid, hdr_gid;
+    uint64_t pid, uid, gid; /* the record's credentials */
+    char *payload;          /* the bytes, or the base64 text when b64 */
+    size_t len;
+    bool b64;
+};
+
+/* Every record of a spool. */
+struct syslog_recs {
+    struct syslog_rec *v;
+    size_t n;
+};
+
+void syslog_recs_free(struct syslog_recs *r);
+
+/* Every record of the spool, as logctl cat --spool --json shows it, once
+ * logctl verify has found every shard sound. */
+struct syslog_recs syslog_read_spool(struct harness *h);
+
+/* The one record of producer with exactly these payload bytes, whose
+ * source (syslog-datagram, syslog-stream) must be source; fails the test
+ * unless there is exactly one, listing the records. */
+const struct syslog_rec *syslog_expect_once(const struct syslog_recs *r, const char *source,
+                                           const char *producer, const void *payload,
+                                           size_t len);
+
+/* The record must name this process as its sender, in its credentials
+ * and in the header (it opened the shard). */
+void syslog_expect_our_creds(const struct syslog_rec *x);
+
+/* "<ident>.u<our uid>", malloc'd. */
+char *syslog_producer_of(const char *ident);
+
+/* SIGTERM, and the daemon must exit 0 within 30 s. */
+void syslog_stop_clean(struct harness *h);
+
+/* A number of logctl status --json: key of the syslog object (group
+ * NULL), of an object in it named by a dotted path ("dropped",
+ * "stream.dropped"), or (group "") of the top level. UINT64_MAX when it
+ * is absent. */
+uint64_t syslog_status(struct harness *h, const char *group, const char *key);
