@@ -21,12 +21,12 @@
 #   BUILD=DIR        meson build dir with logshardd, logshard-bench, logctl
 #                    (default: build-cmp, else build, in the source tree)
 #   REPEAT=R         timed runs per system and workload (default 5; QUICK: 1)
-#   WORKLOADS="..."  a subset of: w1 w8 w64 w8k d1 d8 d64 (default: all),
-#                    and/or workloads of your own written P:S:N:MODE, e.g.
-#                    16:512:100000:nosync or 32:128:3000:durable (P
-#                    producers, S-byte records with S from 64 to 8192, N per
-#                    producer; MODE as below)
-#   N_W1 N_W8 N_W64 N_W8K N_D1 N_D8 N_D64
+#   WORKLOADS="..."  a subset of: w1 w8 w64 w8k d1 d8 d64 s8 s64 g8
+#                    (default: all), and/or workloads of your own written
+#                    P:S:N:MODE, e.g. 16:512:100000:nosync or
+#                    32:128:3000:durable (P producers, S-byte records with S
+#                    from 64 to 8192, N per producer; MODE as below)
+#   N_W1 N_W8 N_W64 N_W8K N_D1 N_D8 N_D64 N_S8 N_S64 N_G8
 #                    records per producer of each workload (see below)
 #   FLUSH_EVERY=K    logshard's flush cadence in the durable workloads (64)
 #   TMPBASE=DIR      where the temp directory goes (default /var/tmp, not
@@ -67,8 +67,13 @@ SYSTEMS=(logshard rsyslog syslog-ng)
 # fsync(yes). Counts are sized so that the slowest system takes a few seconds
 # (up to ~12) per run on a 2-core machine; the fastest then takes far less
 # (down to ~0.3 s in the durable ones, where rsyslog syncs every 4 KiB).
+# syslog: no sync, and logshard too receives the peers' syslog lines, on its
+# syslog stream socket (--syslog-stream-socket) from peer-load, so that all
+# three get the same bytes from the same program; dgram: the same, one
+# datagram per line, on logshard's syslog datagram socket (--syslog-socket),
+# rsyslog's imuxsock and syslog-ng's unix-dgram.
 declare -A WL_P WL_S WL_N WL_MODE WL_LABEL
-ALL_WORKLOADS=(w1 w8 w64 w8k d1 d8 d64)
+ALL_WORKLOADS=(w1 w8 w64 w8k d1 d8 d64 s8 s64 g8)
 def() { WL_P[$1]=$2; WL_S[$1]=$3; WL_N[$1]=$(( $4 / SCALE )); WL_MODE[$1]=$5; WL_LABEL[$1]=$6; }
 def w1  1  128  "${N_W1:-1000000}" nosync  "1 x 128 B, no sync"
 def w8  8  128  "${N_W8:-250000}"  nosync  "8 x 128 B, no sync"
@@ -77,6 +82,9 @@ def w8k 8  1024 "${N_W8K:-100000}" nosync  "8 x 1 KiB, no sync"
 def d1  1  128  "${N_D1:-40000}"   durable "1 x 128 B, durable"
 def d8  8  128  "${N_D8:-15360}"   durable "8 x 128 B, durable"
 def d64 64 128  "${N_D64:-1920}"   durable "64 x 128 B, durable"
+def s8  8  128  "${N_S8:-250000}"  syslog  "8 x 128 B syslog stream, no sync"
+def s64 64 128  "${N_S64:-31250}"  syslog  "64 x 128 B syslog stream, no sync"
+def g8  8  128  "${N_G8:-50000}"   dgram   "8 x 128 B syslog datagrams, no sync"
 read -r -a WORKLOAD_LIST <<< "${WORKLOADS:-${ALL_WORKLOADS[*]}}"
 for w in "${WORKLOAD_LIST[@]}"; do
     if [[ $w =~ ^([0-9]+):([0-9]+):([0-9]+):(nosync|durable)$ ]] && [[ -z ${WL_P[$w]:-} ]]; then
@@ -266,7 +274,8 @@ declare -A LINE_BYTES
 # DAEMON_PID and LINE_BYTES must stay set.
 run_peer() {
     local sys=$1 w=$2 n=$3 p=${WL_P[$w]} s=${WL_S[$w]} mode=${WL_MODE[$w]}
-    local d conf out lb key=$1/$2 i
+    local d conf out lb key=$1/$2 i input dgram=()
+    [[ $mode == dgram ]] && dgram=(--datagram)
     d=$(mktemp -d "$WORK/$sys.XXXXXX")
     mkdir -p "$d/out" "$d/work"
     # Every daemon starts as from a login shell, with every signal at its
@@ -276,7 +285,13 @@ run_peer() {
     # the child before it runs the daemon.
     if [[ $sys == rsyslog ]]; then
         conf=$d/rsyslog.conf
-        sed -e "s|@WORKDIR@|$d/work|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
+        if [[ $mode == dgram ]]; then
+            input="module(load=\"imuxsock\" SysSock.Use=\"off\")\ninput(type=\"imuxsock\" Socket=\"$d/sock\" RateLimit.Interval=\"0\" ruleset=\"bench\")"
+        else
+            input="module(load=\"imptcp\")\ninput(type=\"imptcp\" path=\"$d/sock\" unlink=\"on\" ruleset=\"bench\")"
+        fi
+        sed -e "s|^@INPUT@\$|$input|" \
+            -e "s|@WORKDIR@|$d/work|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
             -e "s|@CACHE@|$(( p > 10 ? p : 10 ))|g" \
             -e "s|@SYNC@|$([[ $mode == durable ]] && echo on || echo off)|g" \
             "$HERE/rsyslog.conf.in" > "$conf"
@@ -285,6 +300,7 @@ run_peer() {
     else
         conf=$d/syslog-ng.conf
         sed -e "s|@VERSION@|$SYSLOGNG_CONFVER|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
+            -e "s|@SOURCE@|$([[ $mode == dgram ]] && echo unix-dgram || echo unix-stream)|g" \
             -e "s|@FSYNC@|$([[ $mode == durable ]] && echo yes || echo no)|g" \
             "$HERE/syslog-ng.conf.in" > "$conf"
         env --default-signal "${SYSLOGNG_ENV[@]}" "$SYSLOGNG" -F -f "$conf" -p "$d/pid" \
@@ -301,8 +317,8 @@ run_peer() {
         die "$sys did not create its socket"
     fi
     lb=${LINE_BYTES[$key]:-0}
-    if ! out=$("$PEER_LOAD" --socket "$d/sock" --producers "$p" --records "$n" --size "$s" \
-                 --out-dir "$d/out" --line-bytes "$lb" --timeout "$TIMEOUT"); then
+    if ! out=$("$PEER_LOAD" --socket "$d/sock" "${dgram[@]}" --producers "$p" --records "$n" \
+                 --size "$s" --out-dir "$d/out" --line-bytes "$lb" --timeout "$TIMEOUT"); then
         say "compare-peers: $sys, ${WL_LABEL[$w]}: run failed or incomplete; daemon log:"
         tail -20 "$d/daemon.log" >&2
         die "$sys failed"
@@ -357,8 +373,60 @@ run_logshard() {
     R_FDSX99=$(json_get fdatasync_concurrent_p99_us "$json")
 }
 
+# run_logshard_syslog WORKLOAD N: logshard's syslog inputs under peer-load,
+# as the peers are run; sets what run_peer sets. The clock stops when the
+# daemon's status says every record is stored and none waits to be written;
+# the check is logctl cat's: N lines per producer, each sequence number once.
+run_logshard_syslog() {
+    local w=$1 n=$2 p=${WL_P[$w]} s=${WL_S[$w]} mode=${WL_MODE[$w]}
+    local d out input=(--syslog-stream-socket) dgram=() i cpu rss bad
+    d=$(mktemp -d "$WORK/logshard-syslog.XXXXXX")
+    if [[ $mode == dgram ]]; then input=(--syslog-socket) dgram=(--datagram); fi
+    env --default-signal "$LOGSHARDD" --spool "$d/spool" --socket "$d/producers.sock" \
+        --admin-socket "$d/admin.sock" --fsync none "${input[@]}" "$d/sock" \
+        > "$d/daemon.log" 2>&1 &
+    DAEMON_PID=$!
+    for i in $(seq 300); do
+        [[ -S $d/sock && -S $d/admin.sock ]] && break
+        kill -0 "$DAEMON_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    [[ -S $d/sock ]] || { cat "$d/daemon.log" >&2; die "logshardd did not create its syslog socket"; }
+    if ! out=$("$PEER_LOAD" --socket "$d/sock" "${dgram[@]}" --producers "$p" --records "$n" \
+                 --size "$s" --admin-socket "$d/admin.sock" --timeout "$TIMEOUT"); then
+        tail -20 "$d/daemon.log" >&2
+        die "logshard (syslog input) failed (${WL_LABEL[$w]})"
+    fi
+    cpu=$(proc_cpu_s "$DAEMON_PID")
+    rss=$(proc_hwm_mib "$DAEMON_PID")
+    stop_daemon "$DAEMON_PID"
+    bad=$("$LOGCTL" cat --spool "$d/spool" | awk -v p="$p" -v n="$n" '
+        { if (match($0, / p[0-9][0-9][0-9][0-9]: [0-9]+ /)) {
+              k = substr($0, RSTART + 1, RLENGTH - 2)
+              if (seen[k]++) dup++
+              cnt[substr(k, 1, 5)]++
+          } else foreign++ }
+        END { for (i = 0; i < p; i++) { t = sprintf("p%04d", i); if (cnt[t] != n) short++ }
+              if (dup + foreign + short) printf "%d twice, %d without a tag, %d producers short", dup, foreign, short }')
+    [[ -z $bad ]] || die "logshard (syslog input): $bad"
+    for kv in $out; do
+        case $kv in
+            records_per_s=*) R_RPS=${kv#*=} ;;
+            elapsed_s=*) R_EL=${kv#*=} ;;
+        esac
+    done
+    R_CPU=$cpu R_RSS=$rss R_ACK99=nan R_FDS99=nan R_FDSX99=nan
+    rm -rf -- "$d"
+}
+
 run_one() { # SYSTEM WORKLOAD N
-    if [[ $1 == logshard ]]; then run_logshard "$2" "$3"; else run_peer "$@"; fi
+    if [[ $1 != logshard ]]; then
+        run_peer "$@"
+    elif [[ ${WL_MODE[$2]} == syslog || ${WL_MODE[$2]} == dgram ]]; then
+        run_logshard_syslog "$2" "$3"
+    else
+        run_logshard "$2" "$3"
+    fi
 }
 
 # ---- the runs -----------------------------------------------------------
@@ -369,6 +437,7 @@ FS_TYPE=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || stat -f -c %T "$WORK")
 START_DATE=$(date +%Y-%m-%d)
 say "compare-peers: logshard $LOGSHARD_VERSION ($BUILD, source $LOGSHARD_REV), rsyslog $RSYSLOG_VERSION ($RSYSLOGD), syslog-ng $SYSLOGNG_VERSION ($SYSLOGNG)"
 say "compare-peers: $(hostname), $(nproc) CPUs ($CPU_MODEL), Linux $(uname -r), temp dir on $FS_TYPE, $REPEAT repeat(s)"
+say "compare-peers: net.unix.max_dgram_qlen $(cat /proc/sys/net/unix/max_dgram_qlen 2>/dev/null || echo unknown) (the queue of a datagram socket; systemd sets 512)"
 t_start=$(date +%s)
 for w in "${WORKLOAD_LIST[@]}"; do
     n=${WL_N[$w]}
@@ -414,6 +483,8 @@ cpu_per_gib() { awk -v c="$2" -v p="${WL_P[$1]}" -v n="${WL_N[$1]}" -v s="${WL_S
 target() {
     case $1 in
         w8|w64) echo "rsyslog >= 2" ;;
+        s8|s64) echo "rsyslog >= 3 (issue 17)" ;;
+        g8) echo "rsyslog >= 2 (issue 17)" ;;
         w8k) echo "rsyslog >= 1.5" ;;
         d8) echo "both >= 4" ;;
         *) echo "-" ;;
@@ -435,7 +506,7 @@ done
 echo
 echo "Ratios of the medians (records/s; CPU s/GiB and peak RSS: logshard / peer):"
 echo
-echo "| workload | logshard / rsyslog | logshard / syslog-ng | target (issue 7) | CPU/GiB vs rsyslog | RSS vs syslog-ng |"
+echo "| workload | logshard / rsyslog | logshard / syslog-ng | target | CPU/GiB vs rsyslog | RSS vs syslog-ng |"
 echo "| --- | ---: | ---: | --- | ---: | ---: |"
 for w in "${WORKLOAD_LIST[@]}"; do
     printf '| %s | %s | %s | %s | %s | %s |\n' "${WL_LABEL[$w]}" \

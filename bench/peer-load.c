@@ -26,6 +26,17 @@
  * exactly N lines, each with the producer's tag and a sequence number below
  * N, no number twice.
  *
+ * With --datagram, each producer sends each line as one datagram on a
+ * connected Unix datagram socket instead (no newline: the datagram is the
+ * frame, as syslog(3) sends to /dev/log), one send() per record.
+ *
+ * With --admin-socket PATH (logshardd's syslog inputs, which write shards,
+ * not one file per producer) completion is read from the daemon itself:
+ * its status (docs/PROTOCOL.md, "Admin protocol") is asked every 2 ms until
+ * the syslog input has stored every record and no byte waits to be
+ * written (bytes_waiting 0), which is what "in the output file" means for
+ * the peers. The check of the records is then the caller's (logctl cat).
+ *
  * Prints one line of key=value pairs on standard output. Exit status 0: all
  * complete; 1: a failure or an incomplete output (said on standard error);
  * 2: usage error. Never run by meson test. */
@@ -57,6 +68,8 @@
 struct opts {
     const char *socket;
     const char *out_dir;
+    const char *admin_socket;
+    bool datagram;
     unsigned producers;
     uint64_t records;
     size_t size;
@@ -120,7 +133,11 @@ static void usage(FILE *out)
             "  --size S            bytes per record, newline included (default 128,\n"
             "                      at least %d; K suffix: 1024)\n"
             "  --buffer-bytes B    bytes per write (default 256K)\n"
+            "  --datagram          one datagram per record, without its newline, on a\n"
+            "                      Unix datagram socket\n"
             "  --out-dir DIR       wait for and check the output files in DIR\n"
+            "  --admin-socket PATH wait until logshardd's syslog input has written every\n"
+            "                      record, asking its admin socket (instead of --out-dir)\n"
             "  --line-bytes L      bytes per output line (0: count newlines; default 0)\n"
             "  --timeout SECONDS   limit for the whole run (default 600)\n"
             "  -h, --help          show this help\n",
@@ -160,6 +177,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             usage(stdout);
             exit(0);
         }
+        if (!strcmp(a, "--datagram")) {
+            o->datagram = true;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "peer-load: %s: missing value or unknown option\n", a);
             return -EINVAL;
@@ -171,6 +192,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (!strcmp(a, "--out-dir")) {
             o->out_dir = val;
+            continue;
+        }
+        if (!strcmp(a, "--admin-socket")) {
+            o->admin_socket = val;
             continue;
         }
         if (parse_u64(val, &v, true) < 0) {
@@ -196,6 +221,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (!o->socket) {
         fprintf(stderr, "peer-load: --socket is required\n");
+        return -EINVAL;
+    }
+    if (o->out_dir && o->admin_socket) {
+        fprintf(stderr, "peer-load: --out-dir and --admin-socket exclude each other\n");
         return -EINVAL;
     }
     return 0;
@@ -244,7 +273,7 @@ static int producer(const struct opts *o, unsigned idx, const char *stamp, struc
      * time, for up to CONNECT_WAIT_NS, before the barrier, so outside the
      * timed part. */
     for (uint64_t until = now_ns() + CONNECT_WAIT_NS;;) {
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        fd = socket(AF_UNIX, (o->datagram ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             fail(s, "socket", errno);
             (void)write_all(ready_fd, "x", 1);
@@ -279,6 +308,16 @@ static int producer(const struct opts *o, unsigned idx, const char *stamp, struc
 
         for (int k = 0; k < SEQ_DIGITS; k++, v /= 10)
             *--d = (char)('0' + v % 10);
+        if (o->datagram) {
+            /* One record, one datagram; a full queue blocks the send. */
+            while ((r = (int)send(fd, buf, rec_len - 1, 0)) < 0 && errno == EINTR)
+                ;
+            if (r < 0) {
+                fail(s, "send", errno);
+                return -1;
+            }
+            continue;
+        }
         if (++fill == per_buf || i + 1 == o->records) {
             r = write_all(fd, buf, fill * rec_len);
             if (r < 0) {
@@ -386,6 +425,77 @@ out:
     free(done);
     free(fds);
     free(rbuf);
+    return t;
+}
+
+/* The number after "key": in text, or -1. */
+static int64_t number_after(const char *text, const char *key)
+{
+    const char *p = text ? strstr(text, key) : NULL;
+
+    if (!p)
+        return -1;
+    p += strlen(key);
+    return *p >= '0' && *p <= '9' ? (int64_t)strtoll(p, NULL, 10) : -1;
+}
+
+/* Waits until logshardd's syslog input (the stream or the datagram one)
+ * has stored every record and none waits to be written; returns the time
+ * it was, or 0 on timeout or error (said on stderr). */
+static uint64_t wait_logshard(const struct opts *o, uint64_t deadline)
+{
+    static const char req[] = "{\"version\":1,\"command\":\"status\"}\n";
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int64_t want = (int64_t)(o->records * o->producers), got = -1, waiting = -1;
+    size_t cap = 1 << 20, len;
+    char *reply = malloc(cap);
+    uint64_t t = 0;
+    int fd;
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", o->admin_socket);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (!reply || fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        fprintf(stderr, "peer-load: admin socket %s: %s\n", o->admin_socket, strerror(errno));
+        goto out;
+    }
+    for (;;) {
+        const char *sl;
+
+        if (write_all(fd, req, sizeof(req) - 1) < 0)
+            goto broken;
+        for (len = 0; !len || reply[len - 1] != '\n';) {
+            ssize_t n = read(fd, reply + len, cap - 1 - len);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0 || (len += (size_t)n) >= cap - 1)
+                goto broken;
+        }
+        reply[len] = '\0';
+        /* The datagram input's count is the first "records" of the syslog
+         * object; the stream input's, the first of its "stream" object. */
+        sl = strstr(reply, "\"syslog\":{");
+        if (sl && !o->datagram)
+            sl = strstr(sl, "\"stream\":{");
+        got = number_after(sl, "\"records\":");
+        waiting = number_after(reply, "\"bytes_waiting\":");
+        if (got >= want && waiting == 0) {
+            t = now_ns();
+            break;
+        }
+        if (now_ns() > deadline) {
+            fprintf(stderr, "peer-load: timed out: the daemon has %" PRId64 " of %" PRId64
+                            " records, %" PRId64 " bytes waiting\n", got, want, waiting);
+            break;
+        }
+        sleep_ns(2000000);
+    }
+    goto out;
+broken:
+    fprintf(stderr, "peer-load: admin socket %s: no status reply\n", o->admin_socket);
+out:
+    if (fd >= 0)
+        (void)close(fd);
+    free(reply);
     return t;
 }
 
@@ -569,6 +679,17 @@ int main(int argc, char **argv)
     }
     if (failed)
         return 1;
+    if (o.admin_socket) {
+        t_end = wait_logshard(&o, deadline);
+        alarm(0);
+        if (!t_end)
+            return 1;
+        printf("records=%" PRIu64 " elapsed_s=%.6f send_s=%.6f records_per_s=%.0f line_bytes=0"
+               " complete=1\n",
+               o.records * o.producers, (double)(t_end - t0) / 1e9, (double)(t_sent - t0) / 1e9,
+               (double)(o.records * o.producers) / ((double)(t_end - t0) / 1e9));
+        return 0;
+    }
     if (!o.out_dir) {
         printf("records=%" PRIu64 " send_s=%.6f\n", o.records * o.producers,
                (double)(t_sent - t0) / 1e9);

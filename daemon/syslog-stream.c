@@ -63,7 +63,7 @@
  * not fit, up to syslog_framer_buffer_size(max_record_bytes). It is given
  * back whenever it holds no partial message, so an idle connection holds
  * none. */
-#define RX_INITIAL (16u * 1024u)
+#define RX_INITIAL (64u * 1024u)
 /* Reads per wakeup, so that one busy connection leaves the loop to the
  * others in between. */
 #define READS_PER_WAKEUP 8u
@@ -90,6 +90,7 @@ struct conn {
     char *buf; /* bytes read and not yet framed; NULL when there are none */
     size_t len, cap;
     struct shard *shard; /* open, or NULL: the next message opens one */
+    bool got_message; /* frame_buffer() stored one: the idle clock restarts */
     /* The producer name, from the first message; empty until then. */
     char name[SYSLOG_PRODUCER_NAME_SIZE];
     size_t name_len;
@@ -224,11 +225,10 @@ static void drop_message(struct conn *c, const char *detail)
                         detail);
 }
 
-static void take_message(struct conn *c, const char *msg, size_t len, bool cut)
+static void take_message(struct conn *c, const char *msg, size_t len, bool cut, uint64_t now)
 {
     struct daemon *d = c->l->d;
     size_t plen = syslog_msg_strip_trailer(msg, len);
-    uint64_t now = now_realtime_ns();
     char detail[200], w[160];
     int r;
 
@@ -276,7 +276,7 @@ static void take_message(struct conn *c, const char *msg, size_t len, bool cut)
     d->stats.syslog_stream_records++;
     d->stats.records_received++;
     d->stats.bytes_received += plen;
-    c->last_msg_mono_ns = now_monotonic_ns();
+    c->got_message = true;
     if (c->shard->size_queued >= d->config.max_shard_bytes)
         retire_shard(c);
 }
@@ -287,8 +287,14 @@ static void take_message(struct conn *c, const char *msg, size_t len, bool cut)
  * or the framer's error (the connection cannot go on). */
 static int frame_buffer(struct conn *c, bool at_end)
 {
+    /* The messages of one read share its receive time: they came in
+     * together, and two clock reads per message would cost more than the
+     * framing. */
+    uint64_t now = now_realtime_ns();
     size_t off = 0;
     int r;
+
+    c->got_message = false;
 
     for (;;) {
         struct syslog_frame f;
@@ -300,10 +306,10 @@ static int frame_buffer(struct conn *c, bool at_end)
         off += f.consumed;
         switch (f.kind) {
         case SYSLOG_FRAME_MESSAGE:
-            take_message(c, f.msg, f.msg_len, false);
+            take_message(c, f.msg, f.msg_len, false, now);
             break;
         case SYSLOG_FRAME_CUT:
-            take_message(c, f.msg, f.msg_len, true);
+            take_message(c, f.msg, f.msg_len, true, now);
             break;
         case SYSLOG_FRAME_DISCARDED:
             c->l->d->stats.syslog_stream_discarded_bytes += f.consumed;
@@ -314,6 +320,8 @@ static int frame_buffer(struct conn *c, bool at_end)
         memmove(c->buf, c->buf + off, c->len - off);
         c->len -= off;
     }
+    if (c->got_message)
+        c->last_msg_mono_ns = now_monotonic_ns();
     return r == -EAGAIN || r == -ENODATA ? 0 : r;
 }
 
