@@ -21,6 +21,7 @@
 #define SHIP_HEADER_PID "logshard.pid"
 #define SHIP_HEADER_SHARD "logshard.shard"
 #define SHIP_HEADER_SHIPPER "logshard.shipper" /* the transactional.id */
+#define SHIP_HEADER_SOURCE "logshard.source"   /* a syslog input's records only */
 
 /* ---- how a librdkafka call ended (ship-kafka.c) ---- */
 

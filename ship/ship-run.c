@@ -307,11 +307,15 @@ static size_t format_u64(char *out, uint64_t v)
     return n;
 }
 
+/* The headers of one record (docs/SHIP.md). The uid and pid are the
+ * record's own sender's when it carries them (a syslog datagram shard:
+ * its producer is many processes), else the shard header's; a record of
+ * a syslog input also says which one (logshard.source). */
 static rd_kafka_headers_t *record_headers(struct shipper *s, struct ship_source *src,
-                                          uint64_t position)
+                                          uint64_t position, const struct shard_item *it)
 {
-    rd_kafka_headers_t *h = rd_kafka_headers_new(7);
-    char pos[24];
+    rd_kafka_headers_t *h = rd_kafka_headers_new(8);
+    char pos[24], uid[24], pid[24];
     size_t pos_len = format_u64(pos, position);
 
     /* Formatted once a shard: at hundreds of thousands of records a
@@ -330,8 +334,25 @@ static rd_kafka_headers_t *record_headers(struct shipper *s, struct ship_source 
     rd_kafka_header_add(h, NAME(SHIP_HEADER_POSITION), pos, (ssize_t)pos_len);
     rd_kafka_header_add(h, NAME(SHIP_HEADER_PRODUCER), src->h.producer,
                         (ssize_t)src->h.producer_len);
-    rd_kafka_header_add(h, NAME(SHIP_HEADER_UID), src->hdr_uid, src->hdr_uid_len);
-    rd_kafka_header_add(h, NAME(SHIP_HEADER_PID), src->hdr_pid, src->hdr_pid_len);
+    if (it->has_creds) {
+        rd_kafka_header_add(h, NAME(SHIP_HEADER_UID), uid,
+                            (ssize_t)format_u64(uid, it->creds.uid));
+        rd_kafka_header_add(h, NAME(SHIP_HEADER_PID), pid,
+                            (ssize_t)format_u64(pid, it->creds.pid));
+    } else {
+        rd_kafka_header_add(h, NAME(SHIP_HEADER_UID), src->hdr_uid, src->hdr_uid_len);
+        rd_kafka_header_add(h, NAME(SHIP_HEADER_PID), src->hdr_pid, src->hdr_pid_len);
+    }
+    if (src->h.source != SHARD_SOURCE_CLIENT) {
+        const char *name = shard_source_name(src->h.source);
+        char num[24];
+
+        if (!name) { /* a source this build does not know: its number */
+            format_u64(num, src->h.source);
+            name = num;
+        }
+        rd_kafka_header_add(h, NAME(SHIP_HEADER_SOURCE), name, (ssize_t)strlen(name));
+    }
     rd_kafka_header_add(h, NAME(SHIP_HEADER_SHARD), src->hdr_shard, 16);
     rd_kafka_header_add(h, NAME(SHIP_HEADER_SHIPPER), s->txid, (ssize_t)s->txid_len);
 #undef NAME
@@ -389,7 +410,7 @@ static int64_t ship_source(struct shipper *s, struct ship_source *src, uint64_t 
             o = ship_kafka_produce(s->k, st->part->topic, st->part->partition, st->producer,
                                    strlen(st->producer), it.payload, it.len,
                                    (int64_t)(it.timestamp_ns / 1000000u),
-                                   record_headers(s, src, st->next), st, err, sizeof(err));
+                                   record_headers(s, src, st->next, &it), st, err, sizeof(err));
         if (o != SHIP_OK) {
             ship_say(s, SHIP_LOG_WARNING, "%s", err);
             return -1000 - (int)o;

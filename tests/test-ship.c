@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,6 +234,85 @@ static void test_ship_sealed(void **state)
     harness_expect_in(log, "shipped 9000 records", "the first run's summary");
     harness_expect_in(log, "shipped 0 records", "the second run's summary");
     free(log);
+}
+
+/* Records of the syslog inputs go out as any other, with what makes
+ * them syslog: logshard.source, and for a datagram its own sender's uid
+ * and pid, which differ within one shard (two processes, one identifier). */
+static void test_ship_syslog(void **state)
+{
+    struct ship_test *t = *state;
+    char *dsock = harness_path(t->h.dir, "dgram.sock");
+    char *ssock = harness_path(t->h.dir, "stream.sock");
+    const char *extra[] = { "--syslog-socket", dsock, "--syslog-stream-socket", ssock, NULL };
+    const char *const topic[] = { "--topic", "logs.{producer}", NULL };
+    char producer[64], buf[64];
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct kafka_msg *v;
+    pid_t child;
+    size_t got;
+    int fd, status;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, extra);
+    strcpy(sa.sun_path, dsock);
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_true(sendto(fd, "<13>sl: from the parent", 23, 0, (struct sockaddr *)&sa,
+                       sizeof(sa)) == 23);
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(sendto(fd, "<13>sl: from the child", 22, 0, (struct sockaddr *)&sa,
+                     sizeof(sa)) == 22 ? 0 : 1);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fd);
+    strcpy(sa.sun_path, ssock);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_true(write(fd, "<13>st: over a stream\n", 22) == 22);
+    close(fd);
+    if (!harness_wait_log(&t->h, "sealed done/st.u", 10000))
+        fail_msg("the stream connection's shard was not sealed");
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(run_ship(t, topic), 0);
+
+    snprintf(producer, sizeof(producer), "logs.sl.u%u", (unsigned)getuid());
+    got = kafka_consume(&t->m, producer, &v);
+    if (got != 2)
+        fail_msg("%s: %zu messages, expected 2", producer, got);
+    for (size_t i = 0; i < got; i++) {
+        bool parent = strcmp(v[i].payload, "<13>sl: from the parent") == 0;
+
+        if (!parent && strcmp(v[i].payload, "<13>sl: from the child") != 0)
+            fail_msg("%s: unexpected payload '%s'", producer, v[i].payload);
+        if (!kafka_header(&v[i], "logshard.source", buf, sizeof(buf)) ||
+            strcmp(buf, "syslog-datagram") != 0)
+            fail_msg("%s: logshard.source wrong: %s", producer, v[i].headers);
+        if (!kafka_header(&v[i], "logshard.pid", buf, sizeof(buf)) ||
+            strtol(buf, NULL, 10) != (parent ? (long)getpid() : (long)child))
+            fail_msg("%s: logshard.pid is not the record's sender's: %s", producer,
+                     v[i].headers);
+        if (!kafka_header(&v[i], "logshard.uid", buf, sizeof(buf)) ||
+            strtoul(buf, NULL, 10) != (unsigned long)getuid())
+            fail_msg("%s: logshard.uid wrong: %s", producer, v[i].headers);
+    }
+    kafka_msgs_free(v, got);
+
+    snprintf(producer, sizeof(producer), "logs.st.u%u", (unsigned)getuid());
+    got = kafka_consume(&t->m, producer, &v);
+    if (got != 1 || strcmp(v[0].payload, "<13>st: over a stream") != 0)
+        fail_msg("%s: %zu messages, expected the one line", producer, got);
+    if (!kafka_header(&v[0], "logshard.source", buf, sizeof(buf)) ||
+        strcmp(buf, "syslog-stream") != 0 ||
+        !kafka_header(&v[0], "logshard.pid", buf, sizeof(buf)) ||
+        strtol(buf, NULL, 10) != (long)getpid())
+        fail_msg("%s: headers wrong: %s", producer, v[0].headers);
+    kafka_msgs_free(v, got);
+    free(dsock);
+    free(ssock);
 }
 
 /* The shipper killed at random moments while producers append and the
@@ -611,6 +692,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ship_sealed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_syslog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_kill_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_second_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_broker_outage, setup, teardown),
