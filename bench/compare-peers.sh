@@ -382,7 +382,7 @@ run_logshard_syslog() {
     local d out input=(--syslog-stream-socket) dgram=() i cpu rss bad
     d=$(mktemp -d "$WORK/logshard-syslog.XXXXXX")
     if [[ $mode == dgram ]]; then input=(--syslog-socket) dgram=(--datagram); fi
-    env --default-signal "$LOGSHARDD" --spool "$d/spool" --socket "$d/producers.sock" \
+    env --default-signal "$LOGSHARDD" --config /dev/null --spool "$d/spool" --socket "$d/producers.sock" \
         --admin-socket "$d/admin.sock" --fsync none "${input[@]}" "$d/sock" \
         > "$d/daemon.log" 2>&1 &
     DAEMON_PID=$!

@@ -205,3 +205,22 @@ uint64_t syslog_status(struct harness *h, const char *group, const char *key)
     return n;
 }
 
+
+struct sealed_count {
+    struct harness *h;
+    size_t at_least;
+};
+
+static bool sealed_has(void *arg)
+{
+    struct sealed_count *c = arg;
+
+    return harness_count_files(c->h, "done", ".shard") >= c->at_least;
+}
+
+bool syslog_wait_sealed(struct harness *h, size_t n, int timeout_ms)
+{
+    struct sealed_count c = { h, n };
+
+    return harness_wait_for(sealed_has, &c, timeout_ms);
+}

@@ -62,3 +62,6 @@ void syslog_stop_clean(struct harness *h);
  * "stream.dropped"), or (group "") of the top level. UINT64_MAX when it
  * is absent. */
 uint64_t syslog_status(struct harness *h, const char *group, const char *key);
+
+/* Waits up to timeout_ms until done/ holds at least n sealed shards. */
+bool syslog_wait_sealed(struct harness *h, size_t n, int timeout_ms);

@@ -296,17 +296,20 @@ static void test_raw_datagrams(void **state)
     free(producer);
 
     producer = syslog_producer_of("bigsender");
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, big, big_len));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               big, big_len));
     free(producer);
 
     /* No PRI, no identifier: the fallback name; the bytes as they came
      * (the trailing 'x' keeps the NULs and the newline inside). */
     producer = syslog_producer_of("syslog");
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, garbage, sizeof(garbage)));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               garbage, sizeof(garbage)));
     free(producer);
 
     producer = syslog_producer_of("nl");
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<14>nl: a line end is the sender's", 34));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<14>nl: a line end is the sender's", 34));
     free(producer);
 
     for (int i = 0; i < 200; i++) {
@@ -314,7 +317,8 @@ static void test_raw_datagrams(void **state)
         snprintf(m, sizeof(m), "<13>ident%03d[%d]: message %d", i, i, i);
         snprintf(id, sizeof(id), "ident%03d", i);
         producer = syslog_producer_of(id);
-        syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, m, strlen(m)));
+        syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               m, strlen(m)));
         free(producer);
     }
     syslog_recs_free(&r);
@@ -343,22 +347,11 @@ static void test_oversized(void **state)
     syslog_stop_clean(h);
     r = syslog_read_spool(h);
     assert_int_equal(r.n, 1);
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>over: small", 15));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>over: small", 15));
     syslog_recs_free(&r);
     free(producer);
     free(m);
-}
-
-struct done_count {
-    struct harness *h;
-    size_t at_least;
-};
-
-static bool done_has(void *arg)
-{
-    struct done_count *c = arg;
-
-    return harness_count_files(c->h, "done", ".shard") >= c->at_least;
 }
 
 /* A producer that stops logging has its shard sealed after idle_timeout,
@@ -366,25 +359,25 @@ static bool done_has(void *arg)
 static void test_idle_seal(void **state)
 {
     struct harness *h = *state;
-    struct done_count c = { h, 1 };
     char *producer = syslog_producer_of("cronjob");
     struct syslog_recs r;
 
     start_with_syslog(h, "[syslog]\nidle_timeout = 300ms\n");
     send_text(h, "<13>cronjob: first run");
-    if (!harness_wait_for(done_has, &c, 10000))
+    if (!syslog_wait_sealed(h, 1, 10000))
         fail_msg("the idle producer's shard was not sealed within 10 s");
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
     harness_assert_running(h);
     send_text(h, "<13>cronjob: second run");
-    c.at_least = 2;
-    if (!harness_wait_for(done_has, &c, 10000))
+    if (!syslog_wait_sealed(h, 2, 10000))
         fail_msg("the second shard was not sealed within 10 s");
     syslog_stop_clean(h);
     r = syslog_read_spool(h);
     assert_int_equal(r.n, 2);
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>cronjob: first run", 22));
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>cronjob: second run", 23));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>cronjob: first run", 22));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>cronjob: second run", 23));
     assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
     syslog_recs_free(&r);
     free(producer);
@@ -395,7 +388,6 @@ static void test_idle_seal(void **state)
 static void test_max_producers(void **state)
 {
     struct harness *h = *state;
-    struct done_count c = { h, 6 };
     struct syslog_recs r;
 
     start_with_syslog(h, "[syslog]\nmax_producers = 4\nidle_timeout = 1h\n");
@@ -404,7 +396,7 @@ static void test_max_producers(void **state)
         snprintf(m, sizeof(m), "<13>lru%d: hello", i);
         send_text(h, m);
     }
-    if (!harness_wait_for(done_has, &c, 10000))
+    if (!syslog_wait_sealed(h, 6, 10000))
         fail_msg("10 producers with max_producers 4: %zu shards sealed, expected 6",
                  harness_count_files(h, "done", ".shard"));
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 4);
@@ -466,8 +458,10 @@ static void test_socket_life(void **state)
 
     r = syslog_read_spool(h);
     assert_int_equal(r.n, 2);
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>life: before the reload", 27));
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer, "<13>life: after the reload", 26));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>life: before the reload", 27));
+    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                               "<13>life: after the reload", 26));
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
     syslog_recs_free(&r);
     free(producer);

@@ -457,18 +457,6 @@ static void test_bad_frames(void **state)
     free(good);
 }
 
-struct done_count {
-    struct harness *h;
-    size_t at_least;
-};
-
-static bool done_has(void *arg)
-{
-    struct done_count *c = arg;
-
-    return harness_count_files(c->h, "done", ".shard") >= c->at_least;
-}
-
 /* Two connections of one program are two producers' shards under one
  * name; a connection that falls silent has its shard sealed after
  * idle_timeout while it stays connected, and its next message opens a
@@ -476,7 +464,6 @@ static bool done_has(void *arg)
 static void test_connections_and_idle(void **state)
 {
     struct harness *h = *state;
-    struct done_count c = { h, 2 };
     char *producer = syslog_producer_of("twin");
     struct syslog_recs r;
     const struct syslog_rec *a, *b, *a2;
@@ -487,13 +474,12 @@ static void test_connections_and_idle(void **state)
     fb = connect_stream(h);
     write_text(fa, "<13>twin: from a\n");
     write_text(fb, "<13>twin: from b\n");
-    if (!harness_wait_for(done_has, &c, 10000))
+    if (!syslog_wait_sealed(h, 2, 10000))
         fail_msg("the idle connections' shards were not sealed within 10 s");
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
     assert_int_equal(syslog_status(h, "stream", "connections"), 2);
     write_text(fa, "<13>twin: a again\n");
-    c.at_least = 3;
-    if (!harness_wait_for(done_has, &c, 10000))
+    if (!syslog_wait_sealed(h, 3, 10000))
         fail_msg("the third shard was not sealed within 10 s");
     close(fa);
     close(fb);
