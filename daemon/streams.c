@@ -11,39 +11,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
+#include "keyed_hash.h"
 
 #define INITIAL_BUCKETS 256u
 
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-/* A 64-bit finaliser (the constants of splitmix64) over the id mixed with
- * the table's key. */
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return x;
-}
-
 static size_t bucket_of(const struct streams *t, const uint8_t *id)
 {
-    uint64_t h = mix(get_u64(id) ^ t->hash_key[0]) ^ mix(get_u64(id + 8) ^ t->hash_key[1]);
-
-    return (size_t)(h & (t->n_buckets - 1));
+    return (size_t)(keyed_hash_bytes(&t->hash_key, id, SHARD_STREAM_ID_SIZE) &
+                    (t->n_buckets - 1));
 }
 
 static bool is_idle(const struct stream *st)
@@ -75,10 +54,7 @@ int streams_init(struct daemon *d)
         return -ENOMEM;
     t->n_buckets = INITIAL_BUCKETS;
     /* Never blocks: before the pool is ready the key is merely weaker. */
-    if (getrandom(t->hash_key, sizeof(t->hash_key), GRND_NONBLOCK) != sizeof(t->hash_key)) {
-        t->hash_key[0] = now_realtime_ns();
-        t->hash_key[1] = now_monotonic_ns() ^ (uint64_t)(uintptr_t)t;
-    }
+    keyed_hash_init(&t->hash_key);
     return 0;
 }
 

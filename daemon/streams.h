@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyed_hash.h"
 #include "list.h"
 #include "shard_format.h"
 #include "wire.h"
@@ -43,7 +44,7 @@ struct streams {
     struct stream **buckets;
     size_t n_buckets; /* a power of two */
     size_t count;
-    uint64_t hash_key[2];
+    struct keyed_hash hash_key;
     struct list_node idle; /* idle streams, longest idle first */
     uint64_t forgotten;    /* streams dropped by the window or the cap */
 };

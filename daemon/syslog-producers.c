@@ -25,11 +25,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
+#include "keyed_hash.h"
 #include "list.h"
 #include "log.h"
 #include "shard.h"
@@ -43,6 +43,7 @@ struct syslog_producer {
     struct list_node lru_node; /* table->lru: least recently used first */
     struct shard *shard;       /* open; the producer goes with it */
     uint64_t last_mono_ns;     /* when its last message came */
+    uint64_t hash;             /* of the name (hash_of), kept for growing */
     size_t name_len;
     char name[SYSLOG_PRODUCER_NAME_SIZE];
 };
@@ -52,39 +53,28 @@ struct syslog_producers {
     struct syslog_producer **buckets;
     size_t n_buckets; /* a power of two */
     size_t count;
-    uint64_t hash_key[2];
+    struct keyed_hash hash_key;
     struct list_node lru;
     struct shard_subscriber on_shards;
 };
 
-static uint64_t mix(uint64_t x)
+static uint64_t hash_of(const struct syslog_producers *t, const char *name, size_t len)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-static size_t bucket_of(const struct syslog_producers *t, const char *name, size_t len)
-{
-    uint64_t h = t->hash_key[0];
-
-    for (size_t i = 0; i < len; i++)
-        h = mix(h ^ (unsigned char)name[i] ^ t->hash_key[1]);
-    return (size_t)(h & (t->n_buckets - 1));
+    return keyed_hash_bytes(&t->hash_key, name, len);
 }
 
 static struct syslog_producer *find(struct syslog_producers *t, const char *name, size_t len)
 {
-    for (struct syslog_producer *p = t->buckets[bucket_of(t, name, len)]; p; p = p->hash_next)
-        if (p->name_len == len && memcmp(p->name, name, len) == 0)
+    uint64_t h = hash_of(t, name, len);
+
+    for (struct syslog_producer *p = t->buckets[h & (t->n_buckets - 1)]; p; p = p->hash_next)
+        if (p->hash == h && p->name_len == len && memcmp(p->name, name, len) == 0)
             return p;
     return NULL;
 }
 
-/* Doubles the buckets when they are fewer than the producers. A failed
+/* Doubles the buckets when they are fewer than the producers; each
+ * producer keeps its hash, so nothing is hashed again. A failed
  * allocation keeps the table as it is: longer chains, still correct. */
 static void maybe_grow(struct syslog_producers *t)
 {
@@ -100,11 +90,8 @@ static void maybe_grow(struct syslog_producers *t)
         struct syslog_producer *p = t->buckets[b];
         while (p) {
             struct syslog_producer *next = p->hash_next;
-            size_t i;
+            size_t i = p->hash & (n - 1);
 
-            t->n_buckets = n; /* bucket_of() reads it */
-            i = bucket_of(t, p->name, p->name_len);
-            t->n_buckets = n / 2;
             p->hash_next = nb[i];
             nb[i] = p;
             p = next;
@@ -120,7 +107,7 @@ static void maybe_grow(struct syslog_producers *t)
 static void forget(struct syslog_producer *p)
 {
     struct syslog_producers *t = p->table;
-    struct syslog_producer **pp = &t->buckets[bucket_of(t, p->name, p->name_len)];
+    struct syslog_producer **pp = &t->buckets[p->hash & (t->n_buckets - 1)];
 
     while (*pp != p)
         pp = &(*pp)->hash_next;
@@ -193,12 +180,7 @@ int syslog_producers_new(struct daemon *d, struct syslog_producers **ret)
     t->d = d;
     list_init(&t->lru);
     list_init(&t->on_shards.node);
-    if (getrandom(t->hash_key, sizeof(t->hash_key), GRND_NONBLOCK) != sizeof(t->hash_key)) {
-        /* No entropy yet (early boot): the clocks are a weaker key, and
-         * the table stays correct either way. */
-        t->hash_key[0] = now_realtime_ns();
-        t->hash_key[1] = now_monotonic_ns() ^ (uint64_t)(uintptr_t)t;
-    }
+    keyed_hash_init(&t->hash_key);
     shard_subscribe(d, &t->on_shards, &table_shard_events, t);
     *ret = t;
     return 0;
@@ -238,9 +220,9 @@ static int make_producer(struct syslog_producers *t, const char *name, size_t le
         free(p);
         return r;
     }
-    size_t b = bucket_of(t, name, len);
-    p->hash_next = t->buckets[b];
-    t->buckets[b] = p;
+    p->hash = hash_of(t, name, len);
+    p->hash_next = t->buckets[p->hash & (t->n_buckets - 1)];
+    t->buckets[p->hash & (t->n_buckets - 1)] = p;
     list_add_tail(&t->lru, &p->lru_node);
     t->count++;
     maybe_grow(t);
