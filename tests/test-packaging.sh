@@ -16,7 +16,9 @@
 #      packages are installed into a throw-away overlay of / and that system
 #      is booted with systemd: socket activation, the hardened unit with
 #      io_uring under its seccomp filter, reload, watchdog, stop and restart,
-#      group-based access, and the fallback when seccomp refuses io_uring.
+#      group-based access, the fallback when seccomp refuses io_uring, and
+#      logshard-syslog.socket: logshardd as the syslog daemon journald
+#      forwards to, in place of (a stand-in for) rsyslog, and the way back.
 #
 # Usage: test-packaging.sh SOURCE_ROOT BUILD_ROOT. tests/meson.build passes the
 # install directories of the build (LOGSHARD_PREFIX, LOGSHARD_UNITDIR, ...).
@@ -312,10 +314,167 @@ boot_step() {
         echo "  no kafka-mock or kcat in this build: the shipper is not run under its unit"
     fi
 
+    # logshard as the machine's syslog daemon: logshard-syslog.socket takes
+    # the socket journald forwards to (ForwardToSyslog=yes), and the way back.
+    # A stand-in for Debian's rsyslog.service holds that socket first, the way
+    # rsyslog does (Requires=syslog.socket, Alias=syslog.service): it appends
+    # every datagram it reads to a file. The commands are those of README.md.
+    local ident=boot-syslog-$$ uid fwd standin=no inv
+    uid=$(ct id -u ls-other)
+    # Polls COMMAND... until it succeeds, for SECONDS at most.
+    wait_until() {
+        local deadline=$((SECONDS + $1))
+        shift
+        until "$@"; do
+            [ "$SECONDS" -lt "$deadline" ] || return 1
+            sleep 0.2
+        done
+    }
+    # The records of identifier $1 in the spool (--meta): one line each.
+    syslog_records() { ct logctl cat --spool /var/lib/logshard --meta -t "$1" 2>&1; }
+    # Whether the spool holds text $2 of identifier $1 from the uid of ls-other.
+    syslog_has() { syslog_records "$1" | grep -q " uid=$uid .*$1: $2\$"; }
+    standin_has() { ct grep -q "$1" /run/standin-syslog.log 2>/dev/null; }
+    # Whether the journal of the running logshardd matches PCRE pattern $1
+    # (journalctl -g).
+    invocation_says() {
+        inv=$(unit_show InvocationID)
+        ct journalctl -q "_SYSTEMD_INVOCATION_ID=$inv" -g "$1" >/dev/null 2>&1
+    }
+
+    [ "$(ct systemctl is-enabled logshard-syslog.socket 2>&1)" = disabled ] ||
+        check "logshard-syslog.socket is $(ct systemctl is-enabled logshard-syslog.socket 2>&1) after installation, not disabled"
+    [ "$(ct systemctl is-active logshard-syslog.socket)" = inactive ] ||
+        check "logshard-syslog.socket is $(ct systemctl is-active logshard-syslog.socket) after installation, not inactive"
+    # journald.conf lists its defaults commented out; a drop-in would follow.
+    fwd=$(ct systemd-analyze cat-config systemd/journald.conf |
+              sed -n 's/^#\{0,1\}ForwardToSyslog=//p' | tail -1)
+    if [ "$fwd" = yes ]; then
+        echo "  journald in the container: ForwardToSyslog=yes (its default)"
+    else
+        ct mkdir -p /etc/systemd/journald.conf.d
+        printf '[Journal]\nForwardToSyslog=yes\n' |
+            ct tee /etc/systemd/journald.conf.d/logshard-test.conf >/dev/null
+        ct systemctl restart systemd-journald.service
+        echo "  journald in the container had ForwardToSyslog=${fwd:-(not listed)}: set to yes in journald.conf.d/logshard-test.conf"
+    fi
+    if ct test -x /usr/bin/python3; then
+        standin=yes
+        printf '%s\n' 'import socket' 's = socket.socket(fileno=3)' \
+            'with open("/run/standin-syslog.log", "ab", 0) as f:' \
+            '    while True:' '        f.write(s.recv(65536) + b"\n")' |
+            ct tee /run/standin-syslog.py >/dev/null
+        printf '%s\n' '[Unit]' 'Description=stand-in for rsyslog' 'Requires=syslog.socket' '' \
+            '[Service]' 'ExecStart=/usr/bin/python3 /run/standin-syslog.py' '' \
+            '[Install]' 'WantedBy=multi-user.target' 'Alias=syslog.service' |
+            ct tee /etc/systemd/system/rsyslog.service >/dev/null
+        ct systemctl daemon-reload
+        ct systemctl enable --now rsyslog.service 2>/dev/null || check "the stand-in rsyslog.service did not start"
+        ct runuser -u ls-other -- logger -t "$ident-rsyslog" "to the stand-in"
+        wait_until 30 standin_has "$ident-rsyslog: to the stand-in" ||
+            check "the stand-in rsyslog did not get a logger message through journald within 30 s"
+    else
+        echo "  no python3 in the container: no stand-in for rsyslog, its commands are left out"
+    fi
+
+    # The switch. systemd 252 refuses to start a socket unit while the
+    # service it triggers runs; one systemctl call that restarts both orders
+    # the service's stop before the socket's start.
+    ct systemctl start logshardd.service
+    if ct systemctl start logshard-syslog.socket 2>/dev/null; then
+        echo "  note: this systemd started logshard-syslog.socket while logshardd.service ran"
+        ct systemctl stop logshard-syslog.socket
+    else
+        echo "  starting logshard-syslog.socket while logshardd.service runs is refused, as docs/PACKAGING.md says"
+    fi
+    if [ "$standin" = yes ]; then
+        ct systemctl disable --now rsyslog.service syslog.socket 2>/dev/null ||
+            check "systemctl disable --now rsyslog.service syslog.socket failed"
+    fi
+    ct systemctl enable logshard-syslog.socket 2>/dev/null || check "systemctl enable logshard-syslog.socket failed"
+    ct systemctl restart logshardd.service logshard-syslog.socket ||
+        check "systemctl restart logshardd.service logshard-syslog.socket failed"
+    [ "$(ct systemctl is-active logshard-syslog.socket logshardd.service | tr '\n' ' ')" = "active active " ] ||
+        check "after the switch: logshard-syslog.socket and logshardd.service are $(ct systemctl is-active logshard-syslog.socket logshardd.service | tr '\n' ' ')"
+    [ "$(ct stat -c '%U:%G %a' /run/systemd/journal/syslog 2>&1)" = "root:root 666" ] ||
+        check "/run/systemd/journal/syslog: $(ct stat -c '%U:%G %a' /run/systemd/journal/syslog 2>&1)"
+    wait_until 10 invocation_says "syslog datagrams on /run/systemd/journal/syslog .socket from systemd." ||
+        check "logshardd did not get the syslog socket with its producer socket: $(ct journalctl -q "_SYSTEMD_INVOCATION_ID=$inv" | tail -3)"
+    ct runuser -u ls-other -- logger -t "$ident" "through journald"
+    ct logctl rotate >/dev/null || check "logctl rotate failed"
+    if wait_until 30 syslog_has "$ident" "through journald"; then
+        echo "  logger as uid $uid -> /dev/log -> journald -> logshard-syslog.socket -> logshardd: $(syslog_records "$ident" | awk '{ print $1 }')"
+    else
+        check "logger -t $ident as uid $uid: not in the spool with that uid within 30 s; logctl cat --meta -t $ident printed: $(syslog_records "$ident")"
+    fi
+    send ls-producer while-syslog 100 || check "a producer could not send while logshardd is the syslog daemon"
+
+    # Datagrams sent straight to a new socket while the daemon is still
+    # starting (it is held in ExecStartPre) wait in the kernel's queue and
+    # keep their sender's credentials: PassCredentials=yes. The socket unit
+    # is started anew for this: SO_PASSCRED, once the daemon has set it, stays
+    # on the socket systemd keeps, whatever the unit says.
+    printf '[Service]\nExecStartPre=/bin/sleep 8\n' |
+        ct tee /run/systemd/system/logshardd.service.d/slow-start.conf >/dev/null
+    ct systemctl daemon-reload
+    ct systemctl stop logshard-syslog.socket logshardd.service 2>/dev/null
+    ct systemctl start logshard-syslog.socket || check "logshard-syslog.socket did not start again"
+    ct systemctl start --no-block logshardd.service
+    in_start_pre() { [ "$(unit_show SubState)" = start-pre ]; }
+    wait_until 5 in_start_pre || check "logshardd.service is $(unit_show SubState), not held in start-pre"
+    ct runuser -u ls-other -- logger -u /run/systemd/journal/syslog -t "$ident-queued" "before the daemon"
+    in_start_pre || check "logshardd.service left start-pre before the datagram was sent: the check proves nothing"
+    if wait_until 30 syslog_has "$ident-queued" "before the daemon"; then
+        echo "  a datagram queued before the daemon read the socket kept uid $uid"
+    else
+        check "a datagram queued before the daemon started: not in the spool with uid $uid within 30 s; logctl cat --meta -t $ident-queued printed: $(syslog_records "$ident-queued")"
+    fi
+    ct rm /run/systemd/system/logshardd.service.d/slow-start.conf
+    ct systemctl daemon-reload
+
+    # The way back: the socket unit stops and removes its node at once; the
+    # restart makes the daemon let go of the socket it was handed.
+    ct systemctl disable --now logshard-syslog.socket 2>/dev/null ||
+        check "systemctl disable --now logshard-syslog.socket failed"
+    ! ct test -e /run/systemd/journal/syslog || check "stopping logshard-syslog.socket left /run/systemd/journal/syslog"
+    ct systemctl restart logshardd.service || check "systemctl restart logshardd.service after the way back failed"
+    [ "$(ct systemctl is-active logshardd.service)" = active ] ||
+        check "logshardd.service is $(ct systemctl is-active logshardd.service) after the way back"
+    if invocation_says "syslog datagrams on"; then
+        check "logshardd still reads a syslog socket after logshard-syslog.socket was stopped"
+    fi
+    send ls-producer after-syslog 100 || check "a producer could not send after the way back"
+    if [ "$standin" = yes ]; then
+        ct systemctl enable --now rsyslog.service 2>/dev/null || check "systemctl enable --now rsyslog.service failed"
+        [ "$(ct systemctl is-active syslog.socket rsyslog.service logshard-syslog.socket | tr '\n' ' ')" = "active active inactive " ] ||
+            check "after the way back: syslog.socket, rsyslog.service, logshard-syslog.socket are $(ct systemctl is-active syslog.socket rsyslog.service logshard-syslog.socket | tr '\n' ' ')"
+        ct runuser -u ls-other -- logger -t "$ident-back" "to the stand-in again"
+        wait_until 30 standin_has "$ident-back: to the stand-in again" ||
+            check "after the way back the stand-in rsyslog did not get a logger message within 30 s"
+        ct logctl rotate >/dev/null || check "logctl rotate failed"
+        [ -z "$(ct logctl cat --spool /var/lib/logshard -t "$ident-back" 2>&1)" ] ||
+            check "after the way back logshardd still got: $(ct logctl cat --spool /var/lib/logshard -t "$ident-back" 2>&1)"
+        # Conflicts=: starting either socket unit stops the other one (and
+        # rsyslog.service with its socket).
+        ct systemctl stop logshardd.service 2>/dev/null
+        ct systemctl start logshard-syslog.socket || check "starting logshard-syslog.socket over syslog.socket failed"
+        [ "$(ct systemctl is-active syslog.socket rsyslog.service logshard-syslog.socket | tr '\n' ' ')" = "inactive inactive active " ] ||
+            check "starting logshard-syslog.socket did not stop syslog.socket and rsyslog: $(ct systemctl is-active syslog.socket rsyslog.service logshard-syslog.socket | tr '\n' ' ')"
+        ct systemctl start rsyslog.service || check "starting rsyslog.service over logshard-syslog.socket failed"
+        [ "$(ct systemctl is-active syslog.socket rsyslog.service logshard-syslog.socket | tr '\n' ' ')" = "active active inactive " ] ||
+            check "starting rsyslog.service did not stop logshard-syslog.socket: $(ct systemctl is-active syslog.socket rsyslog.service logshard-syslog.socket | tr '\n' ' ')"
+        ct runuser -u ls-other -- logger -t "$ident-again" "once more"
+        wait_until 30 standin_has "$ident-again: once more" ||
+            check "after the conflicting starts the stand-in rsyslog did not get a logger message within 30 s"
+        echo "  the way back: rsyslog (a stand-in) gets the messages again; Conflicts= stops one socket unit when the other starts"
+    fi
+    send ls-producer after-way-back 100 || check "a producer could not send at the end"
+    echo "  the way back leaves logshardd working (producers served, no syslog socket)"
+
     if [ "$fails" -gt 0 ]; then
         echo "  --- journal of logshardd.service"
         ct journalctl -q -u logshardd.service -u logshardd.socket -u logshard-ship.service \
-            --no-pager | tail -30
+            -u logshard-syslog.socket --no-pager | tail -30
     fi
     stop_container
     [ "$fails" -eq 0 ]
@@ -425,6 +584,7 @@ meson install -C "$BUILD" --no-rebuild --destdir "$D" --quiet >"$T/install.log" 
 expect=(
     "$LOGSHARD_SBINDIR/logshardd" "$LOGSHARD_BINDIR/logctl"
     "$LOGSHARD_UNITDIR/logshardd.service" "$LOGSHARD_UNITDIR/logshardd.socket"
+    "$LOGSHARD_UNITDIR/logshard-syslog.socket"
     "$LOGSHARD_SYSUSERSDIR/logshard.conf" "$LOGSHARD_TMPFILESDIR/logshard.conf"
     "$LOGSHARD_SYSCONFDIR/logshard/logshard.conf"
     "$LOGSHARD_INCLUDEDIR/logshard.h"
@@ -492,18 +652,19 @@ cp -a "$D" "$R"
 mkdir -p "$R/usr/lib/systemd/system" "$R/bin"
 for dir in /lib/systemd/system /usr/lib/systemd/system; do
     [ -d "$dir" ] || continue
-    find "$dir" -maxdepth 1 ! -name 'logshardd.*' ! -path "$dir" \
+    find "$dir" -maxdepth 1 ! -name 'logshardd.*' ! -name 'logshard-*' ! -path "$dir" \
         -exec cp -a -n {} "$R/usr/lib/systemd/system/" \;
 done
 cp "$(type -P kill)" "$R/bin/kill"
 verify_out=$(MANPATH="$D$LOGSHARD_MANDIR:" systemd-analyze verify --root="$R" \
-                 logshardd.socket logshardd.service logshard-ship.service 2>&1) ||
+                 logshardd.socket logshardd.service logshard-ship.service \
+                 logshard-syslog.socket 2>&1) ||
     fail "systemd-analyze verify failed"
 if [ -n "$verify_out" ]; then
     echo "$verify_out"
     fail "systemd-analyze verify had something to say about the units"
 else
-    note "logshardd.socket, logshardd.service and logshard-ship.service verify without a warning (systemd $(systemd-analyze --version | awk 'NR == 1 { print $2 }'))"
+    note "logshardd.socket, logshardd.service, logshard-ship.service and logshard-syslog.socket verify without a warning (systemd $(systemd-analyze --version | awk 'NR == 1 { print $2 }'))"
 fi
 step_done
 
@@ -612,6 +773,7 @@ else
         [logshard]="./usr/sbin/logshardd ./usr/bin/logctl ./etc/logshard/logshard.conf
                     ./lib/systemd/system/logshardd.service ./lib/systemd/system/logshardd.socket
                     ./lib/systemd/system/logshard-ship.service ./usr/share/doc/logshard/SHIP.md
+                    ./lib/systemd/system/logshard-syslog.socket
                     ./usr/lib/sysusers.d/logshard.conf ./usr/lib/tmpfiles.d/logshard.conf
                     ./usr/share/man/man8/logshardd.8.gz ./usr/share/man/man1/logctl.1.gz
                     ./usr/share/man/man5/logshard.conf.5.gz ./usr/share/doc/logshard/copyright
