@@ -4,7 +4,8 @@
  *    thread pool, so a large done/ never stalls the loop.
  *  - ls: the shards not yet sealed, from memory.
  *  - rotate: retires the current shard of matching sessions
- *    (session_rotate) and answers once every matching shard that is being
+ *    (session_rotate) and syslog producers and connections
+ *    (syslog_producers_rotate, syslog_stream_rotate), and answers once every matching shard that is being
  *    sealed has reached done/ (or failed), as the shards report through
  *    their sealed event (shard-events.h): the reply waits for the event,
  *    never polls. */
@@ -22,6 +23,8 @@
 #include "session.h"
 #include "shard.h"
 #include "stats.h"
+#include "syslog-producers.h"
+#include "syslog-stream.h"
 
 struct status_job {
     uv_work_t w;
@@ -292,7 +295,10 @@ void admin_rotate(struct client *c, const char *producer)
         }
     }
     a->collecting = c;
-    c->rotate_retired = session_rotate(d, producer, &c->rotate_busy);
+    /* The syslog inputs' shards too: their producers have no session. */
+    c->rotate_retired = session_rotate(d, producer, &c->rotate_busy) +
+                        syslog_producers_rotate(d, producer) +
+                        syslog_stream_rotate(d->syslog_stream, producer);
     a->collecting = NULL;
     if (c->state == CLIENT_CLOSING)
         return;

@@ -278,6 +278,25 @@ void syslog_producers_sweep(struct daemon *d)
     }
 }
 
+size_t syslog_producers_rotate(struct daemon *d, const char *producer)
+{
+    struct syslog_producers *t = d->syslog_producers;
+    struct list_node *n, *tmp;
+    size_t sealed = 0;
+
+    if (!t)
+        return 0;
+    list_for_each_safe(n, tmp, &t->lru) {
+        struct syslog_producer *p = list_entry(n, struct syslog_producer, lru_node);
+
+        if (producer && strcmp(p->name, producer) != 0)
+            continue;
+        forget(p);
+        sealed++;
+    }
+    return sealed;
+}
+
 void syslog_producers_seal_all(struct daemon *d)
 {
     struct syslog_producers *t = d->syslog_producers;

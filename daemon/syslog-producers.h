@@ -32,6 +32,10 @@ int syslog_producers_append(struct daemon *d, const char *name, size_t name_len,
  * shard older than max_shard_age. */
 void syslog_producers_sweep(struct daemon *d);
 
+/* logctl rotate: seals the shard of the producer named producer (NULL:
+ * of every producer) now, and forgets it. Returns how many were sealed. */
+size_t syslog_producers_rotate(struct daemon *d, const char *producer);
+
 /* The drain: seals every producer's shard and forgets every producer. */
 void syslog_producers_seal_all(struct daemon *d);
 

@@ -722,6 +722,23 @@ void syslog_stream_sweep(struct syslog_stream *l)
     }
 }
 
+size_t syslog_stream_rotate(struct syslog_stream *l, const char *producer)
+{
+    size_t sealed = 0;
+
+    if (!l)
+        return 0;
+    for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next) {
+        struct conn *c = list_entry(p, struct conn, node);
+
+        if (!c->shard || (producer && strcmp(c->name, producer) != 0))
+            continue;
+        retire_shard(c);
+        sealed++;
+    }
+    return sealed;
+}
+
 static void maybe_stopped(struct syslog_stream *l)
 {
     void (*cb)(void *) = l->stop_cb;

@@ -30,6 +30,11 @@ size_t syslog_stream_connections(const struct syslog_stream *l);
  * opens a new shard) or whose shard is older than max_shard_age. */
 void syslog_stream_sweep(struct syslog_stream *l);
 
+/* logctl rotate: seals now the shard of every connection whose producer
+ * is named producer (NULL: of every connection); their next messages open
+ * new shards. Returns how many were sealed. Takes NULL (the input is off). */
+size_t syslog_stream_rotate(struct syslog_stream *l, const char *producer);
+
 /* The drain: stops accepting; reads what each connection has already sent
  * (what the kernel holds for it), stores every message in it, a last one
  * without its line end included, seals each shard and closes each

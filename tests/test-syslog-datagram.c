@@ -400,6 +400,23 @@ static void test_max_producers(void **state)
         fail_msg("10 producers with max_producers 4: %zu shards sealed, expected 6",
                  harness_count_files(h, "done", ".shard"));
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 4);
+    /* logctl rotate seals syslog producers' shards too, and returns once
+     * they are in done/: one producer, then the rest. */
+    {
+        char *one = syslog_producer_of("lru9");
+        struct harness_run run = harness_run_logctl(h, "rotate", "--admin-socket",
+                                                    h->admin_sock, "--producer", one, NULL);
+
+        harness_expect_code(&run, 0, "logctl rotate --producer");
+        harness_run_free(&run);
+        assert_int_equal(harness_count_files(h, "done", ".shard"), 7);
+        run = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, NULL);
+        harness_expect_code(&run, 0, "logctl rotate");
+        harness_run_free(&run);
+        assert_int_equal(harness_count_files(h, "done", ".shard"), 10);
+        assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
+        free(one);
+    }
     syslog_stop_clean(h);
     r = syslog_read_spool(h);
     assert_int_equal(r.n, 10);

@@ -497,6 +497,59 @@ static void test_connections_and_idle(void **state)
     free(producer);
 }
 
+struct records_wait {
+    struct harness *h;
+    uint64_t at_least;
+};
+
+static bool has_records(void *arg)
+{
+    struct records_wait *w = arg;
+    uint64_t n = syslog_status(w->h, "stream", "records");
+
+    return n != UINT64_MAX && n >= w->at_least;
+}
+
+/* logctl rotate seals a connection's shard while it stays connected, and
+ * returns once the shard is in done/; the next message opens a new one. */
+static void test_rotate(void **state)
+{
+    struct harness *h = *state;
+    char *producer = syslog_producer_of("rot");
+    struct harness_run run;
+    struct records_wait w = { h, 1 };
+    struct syslog_recs r;
+    int fd;
+
+    start_with_stream(h, "[syslog]\nidle_timeout = 1h\n");
+    fd = connect_stream(h);
+    write_text(fd, "<13>rot: before\n");
+    assert_true(harness_wait_for(has_records, &w, 10000));
+    run = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, "--producer",
+                             producer, NULL);
+    harness_expect_code(&run, 0, "logctl rotate --producer");
+    harness_run_free(&run);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
+    assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
+    write_text(fd, "<13>rot: after\n");
+    w.at_least = 2;
+    assert_true(harness_wait_for(has_records, &w, 10000));
+    run = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&run, 0, "logctl rotate");
+    harness_run_free(&run);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
+    assert_int_equal(syslog_status(h, "stream", "connections"), 1);
+    close(fd);
+    syslog_stop_clean(h);
+    r = syslog_read_spool(h);
+    assert_int_equal(r.n, 2);
+    assert_string_not_equal(
+        syslog_expect_once(&r, SOURCE, producer, "<13>rot: before", 15)->shard,
+        syslog_expect_once(&r, SOURCE, producer, "<13>rot: after", 14)->shard);
+    syslog_recs_free(&r);
+    free(producer);
+}
+
 /* The rules of the producer socket hold here: a uid outside the access
  * lists is refused, and so is a third connection of a uid limited to two;
  * each refusal is logged with the peer and counted. */
@@ -689,6 +742,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_frames, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_connections_and_idle, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_rotate, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_access_and_limits, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_backpressure, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_drain, harness_setup, harness_teardown),
