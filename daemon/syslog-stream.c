@@ -61,9 +61,11 @@
 #define EMFILE_PAUSE_MS 100
 /* The first receive buffer of a connection, doubled while a message does
  * not fit, up to syslog_framer_buffer_size(max_record_bytes). It is given
- * back whenever it holds no partial message, so an idle connection holds
- * none. */
+ * back by the sweep once it holds no partial message and the connection
+ * has sent nothing for RX_KEEP_NS, so an idle connection holds none. */
 #define RX_INITIAL (64u * 1024u)
+/* How long an empty receive buffer is kept after the last read. */
+#define RX_KEEP_NS (1000ull * 1000000ull)
 /* Reads per wakeup, so that one busy connection leaves the loop to the
  * others in between. */
 #define READS_PER_WAKEUP 8u
@@ -95,6 +97,7 @@ struct conn {
     char name[SYSLOG_PRODUCER_NAME_SIZE];
     size_t name_len;
     uint64_t last_msg_mono_ns;
+    uint64_t last_read_mono_ns;
 };
 
 struct syslog_stream {
@@ -424,16 +427,14 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
             return 1;
         }
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                if (c->len == 0 && c->buf)
-                    rx_release(c);
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return 0;
-            }
             *how = errno == ECONNRESET ? "reset the connection" : "failed (read error)";
             return 1;
         }
         c->len += (size_t)n;
         total += (size_t)n;
+        c->last_read_mono_ns = now_monotonic_ns();
         r = frame_buffer(c, false);
         if (r < 0)
             return r;
@@ -719,6 +720,11 @@ void syslog_stream_sweep(struct syslog_stream *l)
         if (c->shard && (now - c->last_msg_mono_ns >= idle_ns ||
                          now - c->shard->created_mono_ns >= max_age_ns))
             retire_shard(c);
+        /* A buffer with no partial message in it goes back once the
+         * connection has been quiet for a sweep: a busy one keeps its
+         * pages rather than fault them in again at every read. */
+        if (c->buf && c->len == 0 && now - c->last_read_mono_ns >= RX_KEEP_NS)
+            rx_release(c);
     }
 }
 
