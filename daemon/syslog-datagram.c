@@ -115,7 +115,7 @@ static void count_drop(struct syslog_dgram *g, enum drop_why why, const struct s
 /* ---- one datagram ---- */
 
 static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
-                          const struct shard_creds *creds)
+                          const struct shard_creds *creds, uint64_t now, uint64_t now_mono)
 {
     struct daemon *d = g->d;
     const char *data = (const char *)g->buf;
@@ -123,7 +123,6 @@ static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
     struct syslog_msg msg;
     char name[SYSLOG_PRODUCER_NAME_SIZE];
     char detail[160];
-    uint64_t now = now_realtime_ns();
     int r;
 
     d->stats.syslog_datagrams++;
@@ -158,7 +157,7 @@ static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
         count_drop(g, DROP_REFUSED, creds, "no producer name could be made for it");
         return;
     }
-    r = syslog_producers_append(d, name, (size_t)r, creds, data, (uint32_t)plen, now);
+    r = syslog_producers_append(d, name, (size_t)r, creds, data, (uint32_t)plen, now, now_mono);
     if (r < 0) {
         if (r == -EMFILE && d->open_shards >= d->config.max_open_shards)
             snprintf(detail, sizeof(detail),
@@ -175,9 +174,11 @@ static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
     d->stats.bytes_received += plen;
 }
 
-/* Reads one datagram. Returns 1 when one was taken (or dropped), 0 when
- * the queue is empty, or a negative errno. */
-static int read_one(struct syslog_dgram *g)
+/* Reads one datagram, received at now (CLOCK_REALTIME; now_mono on
+ * CLOCK_MONOTONIC). Returns 1 when
+ * one was taken (or dropped), 0 when the queue is empty, or a negative
+ * errno. */
+static int read_one(struct syslog_dgram *g, uint64_t now, uint64_t now_mono)
 {
     union {
         struct cmsghdr align;
@@ -221,7 +222,7 @@ static int read_one(struct syslog_dgram *g)
             }
         }
     }
-    take_datagram(g, (size_t)n, (size_t)n > g->buf_cap || (mh.msg_flags & MSG_TRUNC), cp);
+    take_datagram(g, (size_t)n, (size_t)n > g->buf_cap || (mh.msg_flags & MSG_TRUNC), cp, now, now_mono);
     return 1;
 }
 
@@ -256,6 +257,9 @@ static void set_state(struct syslog_dgram *g, enum dgram_state next)
 static void on_readable(uv_poll_t *h, int status, int events)
 {
     struct syslog_dgram *g = h->data;
+    /* One clock read per wakeup: the datagrams it reads were all queued
+     * by then, and a clock read per datagram costs as much as its parse. */
+    uint64_t now = now_realtime_ns(), now_mono = now_monotonic_ns();
 
     (void)events;
     if (status < 0) {
@@ -264,7 +268,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
         return;
     }
     for (unsigned i = 0; i < DGRAM_BATCH && g->state == DGRAM_READING; i++) {
-        int r = read_one(g);
+        int r = read_one(g, now, now_mono);
 
         if (r == 0)
             break;
@@ -484,7 +488,7 @@ void syslog_dgram_stop(struct syslog_dgram *g, void (*cb)(void *data), void *dat
     /* What senders handed over before the stop is in the kernel's queue;
      * it is read now, memory limit or not, so that the drain seals it
      * instead of closing it away. */
-    while (n < DGRAM_DRAIN_MAX && read_one(g) > 0)
+    while (n < DGRAM_DRAIN_MAX && read_one(g, now_realtime_ns(), now_monotonic_ns()) > 0)
         n++;
     (void)uv_poll_stop(&g->poll);
     shard_unsubscribe(&g->on_shards);

@@ -232,7 +232,7 @@ static int make_producer(struct syslog_producers *t, const char *name, size_t le
 
 int syslog_producers_append(struct daemon *d, const char *name, size_t name_len,
                             const struct shard_creds *creds, const void *rec, uint32_t len,
-                            uint64_t now_ns)
+                            uint64_t now_ns, uint64_t now_mono_ns)
 {
     struct syslog_producers *t = d->syslog_producers;
     struct syslog_producer *p = find(t, name, name_len);
@@ -246,7 +246,7 @@ int syslog_producers_append(struct daemon *d, const char *name, size_t name_len,
     r = shard_append_creds(p->shard, rec, len, now_ns, creds);
     if (r < 0)
         return r;
-    p->last_mono_ns = now_monotonic_ns();
+    p->last_mono_ns = now_mono_ns;
     list_del(&p->lru_node);
     list_add_tail(&t->lru, &p->lru_node);
     if (p->shard->size_queued >= d->config.max_shard_bytes)

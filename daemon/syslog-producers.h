@@ -16,7 +16,8 @@ struct syslog_producers;
 int syslog_producers_new(struct daemon *d, struct syslog_producers **ret);
 
 /* Appends one record for the producer name (name_len bytes, passing the
- * producer name rule) received at now_ns (CLOCK_REALTIME) from the sender
+ * producer name rule) received at now_ns (CLOCK_REALTIME; now_mono_ns on CLOCK_MONOTONIC, for
+ * the idle time) from the sender
  * creds: the producer is found or made (sealing the one idle longest when
  * [syslog] max_producers are open), its shard opened when it has none
  * (source, and header credentials, from this sender), rolled over past
@@ -25,7 +26,7 @@ int syslog_producers_new(struct daemon *d, struct syslog_producers **ret);
  * the shard, or the shard's write error); the caller counts and logs it. */
 int syslog_producers_append(struct daemon *d, const char *name, size_t name_len,
                             const struct shard_creds *creds, const void *rec, uint32_t len,
-                            uint64_t now_ns);
+                            uint64_t now_ns, uint64_t now_mono_ns);
 
 /* The periodic check: seals the shard of every producer idle for
  * [syslog] idle_timeout (and forgets the producer), and rolls over every
