@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <grp.h>
 #include <ini.h>
 #include <pwd.h>
@@ -46,6 +47,7 @@ static const char *const io_backend_names[] = { "auto", "uring", "threads", NULL
 static const char *const ship_compression_names[] = { "none", "gzip", "snappy", "lz4", "zstd",
                                                       NULL };
 static const char *const ship_on_shipped_names[] = { "keep", "delete", NULL };
+static const char *const over_quota_names[] = { "wait", "refuse", NULL };
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024ull)
@@ -84,6 +86,14 @@ static const struct key_spec keys[] = {
       10, 3600ull * 1000, NULL },
     { "limits", "idle_timeout_ms", KEY_DURATION_MS, offsetof(struct config, idle_timeout_ms), 10,
       24ull * 3600 * 1000, NULL },
+    { "limits", "producer_quota_bytes", KEY_SIZE,
+      offsetof(struct config, producer_quota_bytes), 0, UINT64_MAX, NULL },
+    { "limits", "over_quota", KEY_ENUM, offsetof(struct config, over_quota), 0, 1,
+      over_quota_names },
+    { "limits", "spool_budget_bytes", KEY_SIZE, offsetof(struct config, spool_budget_bytes), 0,
+      UINT64_MAX, NULL },
+    { "limits", "spool_min_free_bytes", KEY_SIZE,
+      offsetof(struct config, spool_min_free_bytes), 0, UINT64_MAX, NULL },
     { "access", "allowed_uids", KEY_UID_LIST, offsetof(struct config, allowed_uids), 0, 0, NULL },
     { "access", "allowed_gids", KEY_GID_LIST, offsetof(struct config, allowed_gids), 0, 0, NULL },
     { "streams", "resume_window", KEY_DURATION, offsetof(struct config, resume_window_ms),
@@ -121,6 +131,18 @@ static const struct key_spec keys[] = {
       NULL },
     { "ship", "on_shipped", KEY_ENUM, offsetof(struct config, ship_on_shipped), 0, 1,
       ship_on_shipped_names },
+    { "retention", "merged_dir", KEY_PATH, offsetof(struct config, retention_merged_dir), 0, 0,
+      NULL },
+    { "retention", "merged_max_age", KEY_DURATION,
+      offsetof(struct config, retention_merged_max_age_ms), 0, 100ull * 365 * 24 * 3600 * 1000,
+      NULL },
+    { "retention", "merged_max_bytes", KEY_SIZE,
+      offsetof(struct config, retention_merged_max_bytes), 0, UINT64_MAX, NULL },
+    { "retention", "shipped_max_age", KEY_DURATION,
+      offsetof(struct config, retention_shipped_max_age_ms), 0, 100ull * 365 * 24 * 3600 * 1000,
+      NULL },
+    { "retention", "shipped_max_bytes", KEY_SIZE,
+      offsetof(struct config, retention_shipped_max_bytes), 0, UINT64_MAX, NULL },
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -196,6 +218,12 @@ void config_free(struct config *c)
     }
     free(c->ship_kafka.v);
     c->ship_kafka = (struct config_kafka_list){ NULL, 0 };
+    for (size_t i = 0; i < c->producer_quotas.n; i++)
+        free(c->producer_quotas.v[i].pattern);
+    free(c->producer_quotas.v);
+    c->producer_quotas = (struct config_quota_list){ NULL, 0 };
+    free(c->retention_merged_dir);
+    c->retention_merged_dir = NULL;
     c->ship_brokers = c->ship_topic = c->ship_progress_topic = NULL;
     c->ship_transactional_id = c->ship_metrics_file = NULL;
     c->origin_file = NULL;
@@ -246,12 +274,31 @@ static int dup_kafka(struct config_kafka_list *dst, const struct config_kafka_li
     return 0;
 }
 
+static int dup_quotas(struct config_quota_list *dst, const struct config_quota_list *src)
+{
+    *dst = (struct config_quota_list){ NULL, 0 };
+    if (!src->n)
+        return 0;
+    dst->v = calloc(src->n, sizeof(*dst->v));
+    if (!dst->v)
+        return -ENOMEM;
+    for (size_t i = 0; i < src->n; i++) {
+        dst->n++;
+        dst->v[i] = src->v[i];
+        if (dup_string(&dst->v[i].pattern, src->v[i].pattern) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int config_copy(struct config *dst, const struct config *src)
 {
     *dst = *src;
     dst->ship_brokers = dst->ship_topic = dst->ship_progress_topic = NULL;
     dst->ship_transactional_id = dst->ship_metrics_file = NULL;
     dst->ship_kafka = (struct config_kafka_list){ NULL, 0 };
+    dst->producer_quotas = (struct config_quota_list){ NULL, 0 };
+    dst->retention_merged_dir = NULL;
     dst->spool = strdup(src->spool);
     dst->socket_path = strdup(src->socket_path);
     dst->socket_group = src->socket_group ? strdup(src->socket_group) : NULL;
@@ -274,7 +321,9 @@ int config_copy(struct config *dst, const struct config *src)
         dup_string(&dst->ship_progress_topic, src->ship_progress_topic) < 0 ||
         dup_string(&dst->ship_transactional_id, src->ship_transactional_id) < 0 ||
         dup_string(&dst->ship_metrics_file, src->ship_metrics_file) < 0 ||
-        dup_kafka(&dst->ship_kafka, &src->ship_kafka) < 0) {
+        dup_kafka(&dst->ship_kafka, &src->ship_kafka) < 0 ||
+        dup_quotas(&dst->producer_quotas, &src->producer_quotas) < 0 ||
+        dup_string(&dst->retention_merged_dir, src->retention_merged_dir) < 0) {
         config_free(dst);
         return -ENOMEM;
     }
@@ -691,6 +740,8 @@ static char *read_config_line(char *buf, int size, void *stream)
             for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
                 if (strlen(keys[i].section) == n && strncmp(keys[i].section, s + 1, n) == 0)
                     known = true;
+            if (n == strlen("producer_quotas") && strncmp(s + 1, "producer_quotas", n) == 0)
+                known = true; /* its keys are name patterns */
             if (!known) {
                 snprintf(ctx->why, sizeof(ctx->why), "unknown section [%.*s]", (int)n, s + 1);
                 set_error(ctx, -ENOENT);
@@ -714,6 +765,24 @@ static int handle_config_entry(void *user, const char *section, const char *name
         snprintf(ctx->why, sizeof(ctx->why), "key '%s' outside of any section", name);
         set_error(ctx, -EINVAL);
         return 0;
+    }
+    if (strcmp(section, "producer_quotas") == 0) {
+        for (size_t i = 0; i < ctx->c->producer_quotas.n; i++)
+            if (strcmp(ctx->c->producer_quotas.v[i].pattern, name) == 0 &&
+                ctx->c->producer_quotas.v[i].line != 0) {
+                snprintf(ctx->why, sizeof(ctx->why),
+                         "pattern '%s' in [producer_quotas] already set on line %u", name,
+                         (unsigned)ctx->c->producer_quotas.v[i].line);
+                set_error(ctx, -EINVAL);
+                return 0;
+            }
+        r = config_add_producer_quota(ctx->c, name, value ? value : "", (uint32_t)ctx->line,
+                                      ctx->why, sizeof(ctx->why));
+        if (r < 0) {
+            set_error(ctx, r);
+            return 0;
+        }
+        return 1;
     }
     k = lookup_key(section, name, ctx->why, sizeof(ctx->why));
     if (!k && strcmp(section, "ship") == 0 && strchr(name, '.')) {
@@ -779,6 +848,11 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
     for (size_t i = 0; i < work.ship_kafka.n; i++)
         if (work.ship_kafka.v[i].line != CONFIG_ORIGIN_COMMAND_LINE)
             work.ship_kafka.v[i].line = 0;
+    /* The quotas of a file replace those of the file read before it. */
+    for (size_t i = 0; i < work.producer_quotas.n; i++)
+        free(work.producer_quotas.v[i].pattern);
+    free(work.producer_quotas.v);
+    work.producer_quotas = (struct config_quota_list){ NULL, 0 };
     ctx.file = fopen(path, "re");
     if (!ctx.file) {
         int e = errno;
@@ -933,6 +1007,58 @@ int config_set_kafka(struct config *c, const char *key, const char *value, uint3
     }
     v[c->ship_kafka.n++] = (struct config_kafka_setting){ k, val, line };
     c->ship_kafka.v = v;
+    return 0;
+}
+
+const char *config_over_quota_name(enum over_quota q)
+{
+    return (unsigned)q < 2 ? over_quota_names[q] : "unknown";
+}
+
+uint64_t config_producer_quota(const struct config *c, const char *name)
+{
+    for (size_t i = 0; i < c->producer_quotas.n; i++)
+        if (fnmatch(c->producer_quotas.v[i].pattern, name, 0) == 0)
+            return c->producer_quotas.v[i].bytes;
+    return c->producer_quota_bytes;
+}
+
+int config_add_producer_quota(struct config *c, const char *pattern, const char *size,
+                              uint32_t line, char *why, size_t why_len)
+{
+    struct config_quota *v;
+    uint64_t bytes;
+    char *p;
+
+    /* Producer names are [A-Za-z0-9._-]; a pattern is those and the
+     * wildcards * ? [ ] !, so that a typo such as a path is an error
+     * rather than a line that silently never applies. */
+    if (!*pattern || strlen(pattern) > 256 ||
+        pattern[strspn(pattern, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                "0123456789._-*?[]!")] != '\0') {
+        snprintf(why, why_len,
+                 "'%s' is not a producer name pattern (letters, digits, '.', '_', '-' and the "
+                 "wildcards * ? [...])",
+                 pattern);
+        return -EINVAL;
+    }
+    if (parse_size(size, &bytes) < 0) {
+        snprintf(why, why_len,
+                 "%s: '%s' is not a size (a number with an optional K, M, G or T suffix)",
+                 pattern, size);
+        return -EINVAL;
+    }
+    p = strdup(pattern);
+    v = realloc(c->producer_quotas.v, (c->producer_quotas.n + 1) * sizeof(*v));
+    if (!p || !v) {
+        free(p);
+        if (v)
+            c->producer_quotas.v = v;
+        snprintf(why, why_len, "out of memory");
+        return -ENOMEM;
+    }
+    v[c->producer_quotas.n++] = (struct config_quota){ p, bytes, line };
+    c->producer_quotas.v = v;
     return 0;
 }
 

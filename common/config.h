@@ -49,6 +49,21 @@ struct config_kafka_setting {
     uint32_t line; /* a line of origin_file, or CONFIG_ORIGIN_COMMAND_LINE */
 };
 
+/* What a producer over its quota gets ([limits] over_quota). */
+enum over_quota {
+    OVER_QUOTA_WAIT = 0,  /* its connection is not read until its share is freed */
+    OVER_QUOTA_REFUSE = 1 /* its frames are refused with an ERROR naming the quota */
+};
+
+/* One line of [producer_quotas]: producer names matching pattern (fnmatch,
+ * without flags) may hold bytes in the spool. The first matching line, in
+ * file order, applies. */
+struct config_quota {
+    char *pattern;
+    uint64_t bytes; /* 0: no quota for these names */
+    uint32_t line;  /* a line of origin_file */
+};
+
 enum io_backend {
     IO_BACKEND_AUTO = 0,   /* io_uring when the kernel allows it, else threads */
     IO_BACKEND_URING = 1,  /* io_uring or fail */
@@ -75,6 +90,28 @@ struct config {
     uint64_t max_open_shards;
     uint64_t hello_timeout_ms;   /* from accept to HELLO */
     uint64_t idle_timeout_ms;    /* how long a frame may stay half received */
+
+    /* Disk budget: what one producer name may hold in the spool (active and
+     * sealed shards; 0: no quota) and what it gets over it; the bytes the
+     * whole spool may hold and the free space its filesystem keeps (0: no
+     * limit); per-name quotas from [producer_quotas]. */
+    uint64_t producer_quota_bytes;
+    uint64_t over_quota;         /* enum over_quota */
+    uint64_t spool_budget_bytes;
+    uint64_t spool_min_free_bytes;
+    struct config_quota_list {
+        struct config_quota *v;
+        size_t n;
+    } producer_quotas;
+
+    /* [retention]: logctl prune. Where merged files are (NULL:
+     * <spool>/merged), how old and how large in total they may grow, and
+     * the same for sealed shards shipped whole to Kafka; 0: no limit. */
+    char *retention_merged_dir;
+    uint64_t retention_merged_max_age_ms;
+    uint64_t retention_merged_max_bytes;
+    uint64_t retention_shipped_max_age_ms;
+    uint64_t retention_shipped_max_bytes;
 
     /* Streams (protocol version 2): how long the daemon remembers where a
      * stream stopped after its last connection ended (or, at start, after
@@ -138,6 +175,17 @@ int config_id_list_contains(const struct config_id_list *l, uint32_t id);
 const char *config_fsync_policy_name(enum fsync_policy p);
 const char *config_io_backend_name(enum io_backend b);
 const char *config_ship_compression_name(enum ship_compression c);
+const char *config_over_quota_name(enum over_quota q);
+
+/* The quota of producer name `name`: the first [producer_quotas] line
+ * whose pattern matches it, else producer_quota_bytes; 0: none. */
+uint64_t config_producer_quota(const struct config *c, const char *name);
+
+/* Adds a [producer_quotas] line (pattern = size), as the file would, at
+ * line `line`. -EINVAL (why says what) when the pattern could match no
+ * producer name or the size is not one, -ENOMEM. */
+int config_add_producer_quota(struct config *c, const char *pattern, const char *size,
+                              uint32_t line, char *why, size_t why_len);
 
 /* Adds (or, for a key already there, replaces) a librdkafka property of
  * [ship], as --set KEY=VALUE does; line as in struct config_kafka_setting.

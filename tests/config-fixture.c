@@ -81,6 +81,22 @@ void assert_config_equal(const struct config *a, const struct config *b)
     assert_true(a->ship_compression == b->ship_compression);
     assert_true(a->ship_linger_ms == b->ship_linger_ms);
     assert_true(a->ship_on_shipped == b->ship_on_shipped);
+    assert_true(a->producer_quota_bytes == b->producer_quota_bytes);
+    assert_true(a->over_quota == b->over_quota);
+    assert_true(a->spool_budget_bytes == b->spool_budget_bytes);
+    assert_true(a->spool_min_free_bytes == b->spool_min_free_bytes);
+    assert_int_equal(a->producer_quotas.n, b->producer_quotas.n);
+    for (size_t i = 0; i < a->producer_quotas.n; i++) {
+        assert_string_equal(a->producer_quotas.v[i].pattern, b->producer_quotas.v[i].pattern);
+        assert_true(a->producer_quotas.v[i].bytes == b->producer_quotas.v[i].bytes);
+    }
+    assert_true((a->retention_merged_dir == NULL) == (b->retention_merged_dir == NULL));
+    if (a->retention_merged_dir)
+        assert_string_equal(a->retention_merged_dir, b->retention_merged_dir);
+    assert_true(a->retention_merged_max_age_ms == b->retention_merged_max_age_ms);
+    assert_true(a->retention_merged_max_bytes == b->retention_merged_max_bytes);
+    assert_true(a->retention_shipped_max_age_ms == b->retention_shipped_max_age_ms);
+    assert_true(a->retention_shipped_max_bytes == b->retention_shipped_max_bytes);
 }
 
 void assert_defaults(const struct config *c)

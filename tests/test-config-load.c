@@ -83,6 +83,67 @@ static void expect_load_fails(struct fixture *f, const char *text, int want_rc,
     config_free(&before);
 }
 
+/* [producer_quotas]: patterns in file order, the first match wins, names
+ * no line matches get producer_quota_bytes; a reload replaces the lines. */
+static void test_load_producer_quotas(void **state)
+{
+    struct fixture *f = *state;
+    char err[512] = "";
+
+    write_conf(f, "[limits]\n"
+                  "producer_quota_bytes = 1G\n"
+                  "over_quota = refuse\n"
+                  "spool_budget_bytes = 10G\n"
+                  "spool_min_free_bytes = 512M\n"
+                  "[producer_quotas]\n"
+                  "nginx-* = 2G\n"
+                  "nginx-debug = 10M\n"
+                  "audit = 0\n"
+                  "job-[0-9]? = 64K\n"
+                  "[retention]\n"
+                  "merged_max_age = 30d\n"
+                  "shipped_max_bytes = 5G\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    assert_true(f->c.producer_quota_bytes == GIB);
+    assert_int_equal(f->c.over_quota, OVER_QUOTA_REFUSE);
+    assert_true(f->c.spool_budget_bytes == 10 * GIB);
+    assert_true(f->c.spool_min_free_bytes == 512 * MIB);
+    assert_int_equal(f->c.producer_quotas.n, 4);
+    assert_int_equal(f->c.producer_quotas.v[3].line, 10);
+    assert_true(config_producer_quota(&f->c, "nginx-main") == 2 * GIB);
+    assert_true(config_producer_quota(&f->c, "nginx-debug") == 2 * GIB); /* first match */
+    assert_true(config_producer_quota(&f->c, "audit") == 0);
+    assert_true(config_producer_quota(&f->c, "job-42") == 64 * KIB);
+    assert_true(config_producer_quota(&f->c, "job-4") == GIB);
+    assert_true(config_producer_quota(&f->c, "other") == GIB);
+    assert_true(f->c.retention_merged_max_age_ms == 30ull * 24 * 3600 * 1000);
+    assert_true(f->c.retention_shipped_max_bytes == 5 * GIB);
+
+    /* The next file's lines replace these. */
+    write_conf(f, "[producer_quotas]\nother = 1M\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), 0);
+    assert_int_equal(f->c.producer_quotas.n, 1);
+    assert_true(config_producer_quota(&f->c, "nginx-main") == GIB);
+    assert_true(config_producer_quota(&f->c, "other") == MIB);
+
+    /* Refused, naming the line: a path, a size that is none, a pattern twice. */
+    write_conf(f, "[producer_quotas]\n/var/log = 1M\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, ":2:"));
+    assert_non_null(strstr(err, "not a producer name pattern"));
+    write_conf(f, "[producer_quotas]\nweb = lots\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "'lots' is not a size"));
+    write_conf(f, "[producer_quotas]\nweb = 1M\n\nweb = 2M\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "already set on line 2"));
+    write_conf(f, "[limits]\nover_quota = drop\n");
+    assert_int_equal(config_load(&f->c, f->path, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "over_quota"));
+    /* The failed loads kept the settings of the last good one. */
+    assert_true(config_producer_quota(&f->c, "other") == MIB);
+}
+
 static void test_load_errors(void **state)
 {
     struct fixture *f = *state;
@@ -326,6 +387,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_load_nul_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_good, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_producer_quotas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_failure_keeps_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_missing_file, setup, teardown),

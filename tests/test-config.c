@@ -404,7 +404,9 @@ static void test_key_at(void **state)
         { "limits", "session_buffer_bytes" }, { "limits", "max_producers" },
         { "limits", "max_producers_per_uid" }, { "limits", "memory_limit_bytes" },
         { "limits", "max_open_shards" }, { "limits", "hello_timeout_ms" },
-        { "limits", "idle_timeout_ms" }, { "access", "allowed_uids" },
+        { "limits", "idle_timeout_ms" }, { "limits", "producer_quota_bytes" },
+        { "limits", "over_quota" }, { "limits", "spool_budget_bytes" },
+        { "limits", "spool_min_free_bytes" }, { "access", "allowed_uids" },
         { "access", "allowed_gids" }, { "streams", "resume_window" },
         { "streams", "max_streams" }, { "shard", "max_shard_bytes" },
         { "shard", "max_shard_age" }, { "syslog", "datagram_socket" },
@@ -413,7 +415,9 @@ static void test_key_at(void **state)
         { "ship", "progress_topic" }, { "ship", "transactional_id" }, { "ship", "metrics_file" },
         { "ship", "transaction_records" }, { "ship", "transaction_interval" },
         { "ship", "poll_interval" }, { "ship", "compression" }, { "ship", "linger_ms" },
-        { "ship", "on_shipped" },
+        { "ship", "on_shipped" }, { "retention", "merged_dir" },
+        { "retention", "merged_max_age" }, { "retention", "merged_max_bytes" },
+        { "retention", "shipped_max_age" }, { "retention", "shipped_max_bytes" },
     };
     const char *section = "x", *key = "y";
     size_t n = sizeof(want) / sizeof(want[0]);
