@@ -409,6 +409,50 @@ boot_step() {
     fi
     send ls-producer while-syslog 100 || check "a producer could not send while logshardd is the syslog daemon"
 
+    # A service's stdout (systemd-run) and systemd-cat's lines, forwarded by
+    # journald, with a restart of logshardd in the middle: every line stored
+    # once, in order, under the identifier journald gives it and the uid that
+    # wrote it. The socket unit holds the socket across the restart; journald
+    # drops (and counts) what finds its queue full, and the queue holds
+    # net.unix.max_dgram_qlen datagrams, so the lines trickle, 5 a second
+    # from each writer.
+    local lines=40 run_unit="ls-stdout-$$" cat_pid t0 qlen
+    qlen=$(cat /proc/sys/net/unix/max_dgram_qlen)
+    # The numbers of the lines "$2 N" of identifier $1 from that uid, in the
+    # order logctl cat gives them.
+    numbered() {
+        syslog_records "$1" | grep " uid=$uid " | sed -n "s/.*: $2 \([0-9]*\)\$/\1/p"
+    }
+    in_journal() { ct journalctl -q -t "$1" -g "$2\$" >/dev/null 2>&1; }
+    all_stored() {
+        ct logctl rotate >/dev/null 2>&1
+        [ "$(numbered "$ident-run" "stdout line" | wc -l)" -ge "$lines" ] &&
+            [ "$(numbered "$ident-cat" "cat line" | wc -l)" -ge "$lines" ]
+    }
+    ct systemd-run -q --unit="$run_unit" -p User=ls-other -p SyslogIdentifier="$ident-run" \
+        /bin/sh -c "i=1; while [ \$i -le $lines ]; do echo \"stdout line \$i\"; i=\$((i + 1)); sleep 0.2; done" ||
+        check "systemd-run of a service that prints to stdout failed"
+    ct runuser -u ls-other -- /bin/sh -c "i=1; while [ \$i -le $lines ]; do echo \"cat line \$i\"; i=\$((i + 1)); sleep 0.2; done | systemd-cat -t '$ident-cat'" &
+    cat_pid=$!
+    wait_until 30 in_journal "$ident-run" "stdout line 8" && wait_until 30 in_journal "$ident-cat" "cat line 8" ||
+        check "journald did not get line 8 of the service and of systemd-cat within 30 s"
+    t0=$(date +%s%N)
+    ct systemctl restart logshardd.service || check "systemctl restart logshardd.service while services log failed"
+    echo "  restarted logshardd while a service and systemd-cat were logging: $((($(date +%s%N) - t0) / 1000000)) ms (net.unix.max_dgram_qlen $qlen)"
+    [ "$(ct systemctl is-active "$run_unit")" = active ] ||
+        check "the service printing to stdout ended before the restart was over: the restart was not in the middle"
+    wait "$cat_pid" || check "systemd-cat as ls-other failed"
+    if wait_until 30 all_stored; then
+        if [ "$(numbered "$ident-run" "stdout line" | tr '\n' ' ')" = "$(seq 1 "$lines" | tr '\n' ' ')" ] &&
+            [ "$(numbered "$ident-cat" "cat line" | tr '\n' ' ')" = "$(seq 1 "$lines" | tr '\n' ' ')" ]; then
+            echo "  systemd-run stdout and systemd-cat -> journald -> logshardd: $lines lines each, once and in order across the restart, as uid $uid"
+        else
+            check "across the restart: the service's lines were stored as [$(numbered "$ident-run" "stdout line" | tr '\n' ' ')], systemd-cat's as [$(numbered "$ident-cat" "cat line" | tr '\n' ' ')], not 1..$lines once each"
+        fi
+    else
+        check "within 30 s of the last line: $(numbered "$ident-run" "stdout line" | wc -l) of the service's and $(numbered "$ident-cat" "cat line" | wc -l) of systemd-cat's $lines lines in the spool; journald: $(ct journalctl -q -u systemd-journald.service -g missed | tail -2)"
+    fi
+
     # Datagrams sent straight to a new socket while the daemon is still
     # starting (it is held in ExecStartPre) wait in the kernel's queue and
     # keep their sender's credentials: PassCredentials=yes. The socket unit
