@@ -138,6 +138,7 @@ struct daemon {
     struct list_node resuming_sessions; /* struct session.resume_node: waiting for
                                            their stream to be quiet (session.c) */
     struct streams streams;        /* streams.c's */
+    struct budget *budget;         /* budget.c's; NULL until budget_start */
     struct list_node paused_sessions; /* sessions not reading: over a budget */
     uint64_t memory_bytes;         /* receive and batch buffers, all sessions (memory.c's) */
     uint64_t open_shards;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "budget.h"
 #include "config.h"
 #include "daemon.h"
 #include "io.h"
@@ -195,6 +196,7 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
     d->config = *fresh;
     arm_sync_timer(d);
     metrics_reconfigure(d);
+    budget_reload(d);
     arm_age_timer(d);
     d->last_error[0] = '\0';
     log_info("reloaded the settings: fsync %s for new connections, max_shard_bytes %" PRIu64
@@ -226,6 +228,7 @@ void lifecycle_maybe_finish(struct daemon *d)
     notify_stop(d);
     stats_stop(d);
     metrics_stop(d);
+    budget_stop(d);
     log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards, %" PRIu64
              " syncs this run); exiting",
              d->stats.records_received, d->stats.shards_sealed, d->stats.syncs);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "budget.h"
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
@@ -286,6 +287,12 @@ static int run(struct daemon *d)
                  (double)(now_monotonic_ns() - t0) / 1e9, d->config.resume_window_ms / 1000);
     }
 
+    r = budget_start(d, why, sizeof(why));
+    if (r < 0) {
+        log_error("%s", why);
+        return 1;
+    }
+
     r = io_new(d->loop, io_backend_wanted(&d->config), IO_RING_ENTRIES, &d->io, &io_why);
     if (r < 0) {
         log_error("cannot set up file I/O (io_backend = %s): %s: %s",
@@ -461,6 +468,7 @@ int main(int argc, char **argv)
     memory_pool_drain(&d);
     streams_free(&d);
     syslog_producers_free(&d);
+    budget_free(&d);
     config_free(&d.config);
     free(d.rx_scratch);
     return r;

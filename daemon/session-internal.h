@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "budget.h"
 #include "list.h"
 #include "session.h"
 #include "shard_format.h"
@@ -44,6 +45,7 @@ enum session_rx {
     RX_READING, /* uv_read_start in force */
     RX_GATED,   /* held by the always gate: a frame waits for the last sync */
     RX_PAUSED,  /* over its own or the daemon's budget; on d->paused_sessions */
+    RX_QUOTA,   /* its producer is at its disk quota: waits on it (budget.h) */
 };
 
 /* What the connection's output has got to: WELCOME, then ACKs, then the
@@ -93,6 +95,10 @@ struct session {
     unsigned char *rx_buf;
     size_t rx_len, rx_cap;
     struct list_node paused_node; /* d->paused_sessions while RX_PAUSED */
+    /* The producer's share of the disk budget, from HELLO on (NULL
+     * before), and the session's place among its waiters while RX_QUOTA. */
+    struct budget_producer *budget;
+    struct budget_waiter quota_waiter;
     uint64_t accepted_ns;
     uint64_t last_rx_ns;
 
@@ -184,6 +190,10 @@ void session_rx_stop(struct session *s);
 /* For session_pump: lifts the always gate once the last frame is synced,
  * and resumes a paused session once it is back under its budgets. */
 void session_rx_pump(struct session *s);
+
+/* budget.c's call back to a session waiting in RX_QUOTA: decodes the held
+ * frames and reads again (or waits again). */
+void session_quota_resume(struct budget_waiter *w);
 /* Gives back the receive buffer and the memory it counted for. */
 void session_rx_release(struct session *s);
 

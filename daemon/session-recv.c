@@ -15,7 +15,10 @@
  * (session_buffer_bytes for the session, memory_limit_bytes for the
  * daemon). A paused session reads again once it is back under half its own
  * budget and the daemon under three quarters of its limit, in the order the
- * sessions were paused. */
+ * sessions were paused. The disk budget (budget.h) is checked before each
+ * APPEND: a producer at its quota waits (over_quota = wait; the frame
+ * stays in the buffer, unread past it, until budget.c calls back) or is
+ * refused; a spool at its budget refuses the frame. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -39,8 +42,11 @@ static void set_rx(struct session *s, enum session_rx next)
 {
     assert(next == RX_STOPPED || session_is_open(s));
     assert(list_linked(&s->paused_node) == (s->rx == RX_PAUSED));
+    assert(list_linked(&s->quota_waiter.node) == (s->rx == RX_QUOTA));
     if (s->rx == RX_PAUSED)
         list_del(&s->paused_node);
+    if (s->rx == RX_QUOTA)
+        budget_unwait(&s->quota_waiter);
     if (next == RX_PAUSED)
         list_add_tail(&s->d->paused_sessions, &s->paused_node);
     s->rx = next;
@@ -205,6 +211,35 @@ static void hold_for_gate(struct session *s)
     set_rx(s, RX_GATED);
 }
 
+/* The disk budget's word on the next APPEND: false when it may be taken;
+ * true when the session now waits for its producer's share (RX_QUOTA) or
+ * has failed with the budget's reason. */
+static bool budget_stops(struct session *s)
+{
+    char why[512];
+    int r = budget_admit(s->d, s->budget, why, sizeof(why));
+
+    if (r == 0)
+        return false;
+    if (r == -EDQUOT && s->d->config.over_quota == OVER_QUOTA_WAIT) {
+        if (s->rx == RX_READING)
+            (void)uv_read_stop((uv_stream_t *)&s->pipe); /* cannot fail */
+        set_rx(s, RX_QUOTA);
+        budget_wait(s->d, s->budget, &s->quota_waiter);
+        /* Its open shard counts against the quota too, but only a sealed
+         * shard can be merged, shipped or pruned away: sealed now (or by
+         * the sweep, once the shard before it has settled). */
+        if (s->current && s->current->records_queued > 0 && session_can_retire(s)) {
+            session_retire_current(s);
+            session_pump(s);
+        }
+        return true;
+    }
+    budget_count_refused(s->d, s->budget);
+    session_fail(s, (uint32_t)-r, "%s; the frame is refused", why);
+    return true;
+}
+
 /* Decodes every complete frame of buf[0..len) and returns how many bytes
  * were consumed; the rest (an incomplete frame, or frames the always gate
  * holds back) is for the caller to keep. Sets *ret_need to the size of the
@@ -241,6 +276,8 @@ static size_t decode_frames(struct session *s, const unsigned char *buf, size_t 
             hold_for_gate(s);
             break;
         }
+        if (h.type == WIRE_APPEND && budget_stops(s))
+            break;
         if (len - pos < need) {
             /* The length is within the limit: safe to make room for it. */
             *ret_need = need;
@@ -380,6 +417,20 @@ void session_rx_stop(struct session *s)
     if (s->rx == RX_READING)
         (void)uv_read_stop((uv_stream_t *)&s->pipe); /* cannot fail */
     set_rx(s, RX_STOPPED);
+}
+
+void session_quota_resume(struct budget_waiter *w)
+{
+    struct session *s = (struct session *)((char *)w - offsetof(struct session, quota_waiter));
+
+    /* budget.c has taken w off its list already. */
+    assert(s->rx == RX_QUOTA && session_is_open(s));
+    list_init(&w->node);
+    s->rx = RX_STOPPED;
+    process_rx(s);
+    if (session_is_open(s) && s->rx == RX_STOPPED)
+        session_start_reading(s);
+    session_pump(s);
 }
 
 void session_rx_pump(struct session *s)

@@ -209,6 +209,8 @@ static void on_closed(uv_handle_t *h)
         streams_release(d, s->stream, s);
     session_admit_release(s);
     session_rx_release(s);
+    assert(!list_linked(&s->quota_waiter.node));
+    budget_producer_put(d, s->budget);
     free(s->error_message);
     free(s);
     /* A connection that resumes the stream may have waited for this one. */
@@ -587,6 +589,8 @@ void session_handle_hello(struct session *s, const unsigned char *payload, size_
     memcpy(s->producer, h.name, h.name_len);
     s->producer[h.name_len] = '\0';
     s->producer_len = h.name_len;
+    if (!s->budget)
+        s->budget = budget_producer_get(s->d, s->producer);
     s->fsync_policy = (unsigned)s->d->config.fsync_policy;
     s->protocol = h.version;
     if (h.version == WIRE_PROTOCOL_V2) {
@@ -641,6 +645,8 @@ int session_accept(struct daemon *d, int fd)
     s->accepted_ns = s->last_rx_ns = now_monotonic_ns();
     s->protocol = WIRE_PROTOCOL_V1;
     list_init(&s->paused_node);
+    list_init(&s->quota_waiter.node);
+    s->quota_waiter.resume = session_quota_resume;
     list_init(&s->resume_node);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &sl) < 0) {
         r = -errno;
@@ -713,8 +719,11 @@ void session_sweep(struct daemon *d)
                          s->rx_len, c->idle_timeout_ms);
             continue;
         }
+        /* A producer waiting for its quota seals what it has, so that
+         * merge, ship or prune can free it. */
         if (s->current && s->current->records_queued > 0 &&
-            now - s->current->created_mono_ns >= max_age_ns && session_can_retire(s)) {
+            (s->rx == RX_QUOTA || now - s->current->created_mono_ns >= max_age_ns) &&
+            session_can_retire(s)) {
             session_retire_current(s);
             session_pump(s);
         }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
@@ -168,6 +169,7 @@ static void shard_free(struct shard *s)
     batch_release(s->d, &s->inflight);
     if (s->counted_open)
         s->d->open_shards--;
+    budget_producer_put(s->d, s->budget);
     free(s);
 }
 
@@ -255,6 +257,9 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
         s->held = true;
     }
     s->size_queued = s->filling.len;
+    s->budget = budget_producer_get(d, s->producer);
+    s->budget_taken = s->filling.len;
+    budget_taken(d, s->budget, s->filling.len);
     s->created_mono_ns = now_monotonic_ns();
     s->sync = ident->sync;
     list_add_tail(&d->shards, &s->node);
@@ -308,6 +313,8 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     s->records_queued++;
     s->records_appended++;
     s->size_queued += size;
+    s->budget_taken += size;
+    budget_taken(s->d, s->budget, size);
     mark_dirty(s);
     return 0;
 }
@@ -699,6 +706,13 @@ void shard_sealed(struct shard *s, int err)
     list_del(&s->node);
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
+    budget_shard_ended(d, s->budget, s->budget_taken,
+                       where == SEAL_IN_DONE         ? BUDGET_END_DONE
+                       : where == SEAL_IN_QUARANTINE ? BUDGET_END_QUARANTINE
+                       : where == SEAL_REMOVED       ? BUDGET_END_REMOVED
+                                                     : BUDGET_END_LEFT,
+                       where == SEAL_IN_DONE ? s->done_name : s->tmp_name);
+    s->budget_taken = 0;
     /* The stream's position counts what the spool keeps of it: a shard in
      * done/, or one left in active/ that recovery will seal at the next
      * start. What went to quarantine/ or was removed is not the stream's. */

@@ -140,6 +140,10 @@ struct shard {
     uint8_t stream_id[SHARD_STREAM_ID_SIZE];
     uint64_t first_position;
     uint16_t source; /* enum shard_source, as in the header */
+    /* Its producer's share of the disk budget (budget.h) and the bytes
+     * counted there: every byte queued, header included. */
+    struct budget_producer *budget;
+    uint64_t budget_taken;
 
     enum shard_state state;
     int error; /* first write error; no records are taken after it */

@@ -107,6 +107,36 @@ static char *dup_or_null(const char *s, bool *failed)
     return c;
 }
 
+static int count_producer(void *data, const struct budget_producer_figures *p)
+{
+    struct stats_figures *f = data;
+
+    (void)p;
+    f->n_producers++;
+    return 0;
+}
+
+static int copy_producer(void *data, const struct budget_producer_figures *p)
+{
+    struct stats_figures *f = data;
+    struct stats_producer_budget *o = &f->producers[f->n_producers];
+
+    o->name = strdup(p->name);
+    if (!o->name)
+        return -ENOMEM;
+    f->n_producers++;
+    o->bytes = p->bytes;
+    o->active_bytes = p->active_bytes;
+    o->sealed_bytes = p->sealed_bytes;
+    o->sealed_files = p->sealed_files;
+    o->quota = p->quota;
+    o->waiting = p->waiting;
+    o->wait_ns = p->wait_ns;
+    o->pauses = p->pauses;
+    o->refused = p->refused;
+    return 0;
+}
+
 int stats_collect(struct daemon *d, struct stats_figures *f)
 {
     const struct daemon_stats *st = &d->stats;
@@ -206,6 +236,18 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->syslog_stream_failed = st->syslog_stream_failed;
     f->syslog_stream_pauses = st->syslog_stream_pauses;
 
+    budget_figures(d, &f->budget);
+    if (budget_each_producer(d, count_producer, f) < 0 ||
+        (f->n_producers && !(f->producers = calloc(f->n_producers, sizeof(*f->producers))))) {
+        stats_figures_free(f);
+        return -ENOMEM;
+    }
+    f->n_producers = 0;
+    if (budget_each_producer(d, copy_producer, f) < 0) {
+        stats_figures_free(f);
+        return -ENOMEM;
+    }
+
     f->active_fd = d->active_fd;
     f->done_fd = d->done_fd;
     f->spool_fd = d->spool_fd;
@@ -220,6 +262,11 @@ void stats_figures_free(struct stats_figures *f)
     free(f->admin_socket);
     free(f->metrics_file);
     f->version = f->spool = f->admin_socket = f->metrics_file = NULL;
+    for (size_t i = 0; i < f->n_producers; i++)
+        free(f->producers[i].name);
+    free(f->producers);
+    f->producers = NULL;
+    f->n_producers = 0;
 }
 
 /* Regular files directly in the directory parent (or its subdirectory name
@@ -407,6 +454,40 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_obj_end(o);
     json_obj_end(o);
 
+    json_key(o, "budget");
+    json_obj_begin(o);
+    json_member_u64(o, "spool_bytes", f->budget.spool_bytes);
+    json_member_u64(o, "spool_budget_bytes", f->budget.budget_bytes);
+    json_member_u64(o, "free_bytes", f->budget.free_bytes);
+    json_member_u64(o, "spool_min_free_bytes", f->budget.min_free_bytes);
+    json_member_u64(o, "active_bytes", f->budget.active_bytes);
+    json_member_u64(o, "done_bytes", f->budget.done_bytes);
+    json_member_u64(o, "merged_bytes", f->budget.merged_bytes);
+    json_member_u64(o, "quarantine_bytes", f->budget.quarantine_bytes);
+    json_member_u64(o, "refused_budget", f->budget.refused_budget);
+    json_member_u64(o, "producers_waiting", f->budget.producers_waiting);
+    json_member_u64(o, "quota_pauses", f->budget.quota_pauses);
+    json_key(o, "producers");
+    json_arr_begin(o);
+    for (size_t i = 0; i < f->n_producers; i++) {
+        const struct stats_producer_budget *p = &f->producers[i];
+
+        json_obj_begin(o);
+        json_member_str(o, "name", p->name);
+        json_member_u64(o, "bytes", p->bytes);
+        json_member_u64(o, "active_bytes", p->active_bytes);
+        json_member_u64(o, "sealed_bytes", p->sealed_bytes);
+        json_member_u64(o, "sealed_shards", p->sealed_files);
+        json_member_u64(o, "quota_bytes", p->quota);
+        json_member_bool(o, "waiting", p->waiting);
+        json_member_u64(o, "waited_ms", p->wait_ns / 1000000u);
+        json_member_u64(o, "pauses", p->pauses);
+        json_member_u64(o, "refused", p->refused);
+        json_obj_end(o);
+    }
+    json_arr_end(o);
+    json_obj_end(o);
+
     json_key(o, "disk");
     json_obj_begin(o);
     if (f->spool_error) {
@@ -587,6 +668,60 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                "Times a syslog stream connection stopped being read for session_buffer_bytes "
                "or memory_limit_bytes.",
                f->syslog_stream_pauses);
+    metric_u64(out, "logshard_budget_spool_bytes", "gauge",
+               "Bytes the spool holds as the disk budget counts them: open shards' taken "
+               "bytes, done/, merged/ and quarantine/.",
+               f->budget.spool_bytes);
+    metric_u64(out, "logshard_spool_budget_bytes", "gauge",
+               "spool_budget_bytes (0: no budget).", f->budget.budget_bytes);
+    metric_u64(out, "logshard_spool_free_bytes", "gauge",
+               "Free bytes of the spool's filesystem (statvfs, less what was taken since).",
+               f->budget.free_bytes);
+    metric_u64(out, "logshard_spool_min_free_bytes", "gauge",
+               "spool_min_free_bytes (0: none kept).", f->budget.min_free_bytes);
+    metric_u64(out, "logshard_budget_refused_total", "counter",
+               "Frames and syslog messages refused since start because the spool was at "
+               "spool_budget_bytes or its filesystem at spool_min_free_bytes.",
+               f->budget.refused_budget);
+    metric_u64(out, "logshard_quota_pauses_total", "counter",
+               "Times since start a producer's connections began to wait for its quota.",
+               f->budget.quota_pauses);
+    metric_u64(out, "logshard_producers_waiting_for_quota", "gauge",
+               "Producers whose connections wait for their quota now.",
+               f->budget.producers_waiting);
+    if (f->n_producers) {
+        static const struct {
+            const char *name, *type, *help;
+        } fam[] = {
+            { "logshard_producer_spool_bytes", "gauge",
+              "Bytes a producer name holds in the spool (open and sealed shards)." },
+            { "logshard_producer_quota_bytes", "gauge",
+              "A producer name's quota (0: none)." },
+            { "logshard_producer_quota_waiting", "gauge",
+              "1 while the producer's connections wait for its quota." },
+            { "logshard_producer_quota_wait_seconds_total", "counter",
+              "Time the producer's connections have waited for its quota." },
+            { "logshard_producer_quota_refused_total", "counter",
+              "Frames or syslog messages of the producer refused over its quota." },
+        };
+        for (size_t k = 0; k < sizeof(fam) / sizeof(fam[0]); k++) {
+            family(out, fam[k].name, fam[k].type, fam[k].help);
+            for (size_t i = 0; i < f->n_producers; i++) {
+                const struct stats_producer_budget *p = &f->producers[i];
+
+                fprintf(out, "%s{producer=\"", fam[k].name);
+                put_label_value(out, p->name);
+                fputs("\"} ", out);
+                switch (k) {
+                case 0: fprintf(out, "%" PRIu64 "\n", p->bytes); break;
+                case 1: fprintf(out, "%" PRIu64 "\n", p->quota); break;
+                case 2: fprintf(out, "%d\n", p->waiting ? 1 : 0); break;
+                case 3: put_seconds(out, p->wait_ns); fputc('\n', out); break;
+                default: fprintf(out, "%" PRIu64 "\n", p->refused); break;
+                }
+            }
+        }
+    }
     metric_u64(out, "logshard_syncs_total", "counter",
                "fdatasync and fsync calls completed since start (shard data, seals, "
                "directories).",

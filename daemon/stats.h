@@ -4,6 +4,8 @@
  * quantiles, spool usage) is computed here when someone asks. */
 #pragma once
 
+#include "budget.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,6 +102,17 @@ struct stats_figures {
     uint64_t syslog_stream_cut, syslog_stream_discarded_bytes, syslog_stream_framing_errors,
         syslog_stream_unfinished_bytes, syslog_stream_refused, syslog_stream_failed;
     uint64_t syslog_stream_pauses;
+
+    /* The disk budget (budget.h): the spool's figures, and each producer
+     * with bytes in the spool or a connection (names owned). */
+    struct budget_figures budget;
+    struct stats_producer_budget {
+        char *name;
+        uint64_t bytes, active_bytes, sealed_bytes, sealed_files, quota;
+        bool waiting;
+        uint64_t wait_ns, pauses, refused;
+    } *producers;
+    size_t n_producers;
 
     /* From stats_measure_spool. */
     int active_fd, done_fd, spool_fd; /* the daemon's, borrowed, read only */

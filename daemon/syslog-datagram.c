@@ -163,6 +163,9 @@ static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
             snprintf(detail, sizeof(detail),
                      "max_open_shards (%" PRIu64 ") reached, no shard for producer %s",
                      d->config.max_open_shards, name);
+        else if (r == -EDQUOT || r == -ENOSPC)
+            snprintf(detail, sizeof(detail), "producer %s is refused by the disk budget (%s)",
+                     name, r == -EDQUOT ? "its quota" : "the spool's budget");
         else
             snprintf(detail, sizeof(detail), "producer %s cannot take it: %s", name,
                      strerror(-r));

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
@@ -236,8 +237,24 @@ int syslog_producers_append(struct daemon *d, const char *name, size_t name_len,
 {
     struct syslog_producers *t = d->syslog_producers;
     struct syslog_producer *p = find(t, name, name_len);
+    char why[512], key[SYSLOG_PRODUCER_NAME_SIZE];
+    struct budget_producer *b;
     int r;
 
+    /* A datagram cannot wait alone: over its producer's quota or the
+     * spool's budget it is dropped, and counted by the caller. */
+    if (name_len >= sizeof(key))
+        return -ENAMETOOLONG;
+    memcpy(key, name, name_len);
+    key[name_len] = '\0';
+    b = p ? p->shard->budget : budget_producer_get(d, key);
+    r = budget_admit(d, b, why, sizeof(why));
+    if (r < 0)
+        budget_count_refused(d, b);
+    if (!p)
+        budget_producer_put(d, b);
+    if (r < 0)
+        return r;
     if (!p) {
         r = make_producer(t, name, name_len, creds, &p);
         if (r < 0)

@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "budget.h"
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
@@ -267,6 +268,18 @@ static void take_message(struct conn *c, const char *msg, size_t len, bool cut, 
             else
                 snprintf(detail, sizeof(detail), "no shard could be opened: %s", strerror(-r));
             drop_message(c, detail);
+            return;
+        }
+    }
+    /* Over the disk budget the message is dropped and counted: a syslog
+     * sender has no way to hear a refusal, and the framing goes on. */
+    {
+        char why[512];
+
+        r = budget_admit(d, c->shard->budget, why, sizeof(why));
+        if (r < 0) {
+            budget_count_refused(d, c->shard->budget);
+            drop_message(c, why);
             return;
         }
     }

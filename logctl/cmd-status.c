@@ -68,6 +68,50 @@ static void latency(const struct json_value *fs, const char *key, char *out, siz
 
 /* The syslog inputs, one line each, only those that are on: what came in
  * and every way a message became no record. */
+/* The disk budget: the spool against spool_budget_bytes and the free space
+ * it keeps, and the producers at their quota. */
+static void print_budget(const struct json_value *b)
+{
+    const struct json_value *ps = json_get(b, "producers");
+    char a[32], c[32], e[32];
+    uint64_t quotas = 0;
+
+    if (!b)
+        return;
+    logctl_format_size(json_get_u64(b, "spool_bytes", 0), false, a, sizeof(a));
+    if (json_get_u64(b, "spool_budget_bytes", 0)) {
+        logctl_format_size(json_get_u64(b, "spool_budget_bytes", 0), false, c, sizeof(c));
+        printf("  budget:         spool %s of spool_budget_bytes %s", a, c);
+    } else {
+        printf("  budget:         spool %s (no spool_budget_bytes)", a);
+    }
+    if (json_get_u64(b, "spool_min_free_bytes", 0)) {
+        logctl_format_size(json_get_u64(b, "free_bytes", 0), false, c, sizeof(c));
+        logctl_format_size(json_get_u64(b, "spool_min_free_bytes", 0), false, e, sizeof(e));
+        printf("; %s free, keeping %s", c, e);
+    }
+    printf("; %" PRIu64 " refused by it\n", json_get_u64(b, "refused_budget", 0));
+    for (size_t i = 0; ps && ps->type == JSON_ARRAY && i < ps->n; i++)
+        if (json_get_u64(&ps->items[i], "quota_bytes", 0))
+            quotas++;
+    if (!quotas && !json_get_u64(b, "quota_pauses", 0))
+        return;
+    printf("  quotas:         %" PRIu64 " producers with a quota, %" PRIu64
+           " waiting for it now; %" PRIu64 " waits since start\n",
+           quotas, json_get_u64(b, "producers_waiting", 0), json_get_u64(b, "quota_pauses", 0));
+    for (size_t i = 0; ps && ps->type == JSON_ARRAY && i < ps->n; i++) {
+        const struct json_value *p = &ps->items[i];
+
+        if (!json_get_bool(p, "waiting", false))
+            continue;
+        logctl_format_size(json_get_u64(p, "bytes", 0), false, a, sizeof(a));
+        logctl_format_size(json_get_u64(p, "quota_bytes", 0), false, c, sizeof(c));
+        printf("    waiting:      %s holds %s of its quota %s, waited %.1f s in all\n",
+               json_get_str(p, "name", "?"), a, c,
+               (double)json_get_u64(p, "waited_ms", 0) / 1000.0);
+    }
+}
+
 static void print_syslog(const struct json_value *sl)
 {
     const struct json_value *dd = json_get(sl, "dropped");
@@ -145,6 +189,7 @@ static void print_status(const struct json_value *st)
                json_get_u64(sm, "records_duplicate", 0));
     }
     print_syslog(json_get(st, "syslog"));
+    print_budget(json_get(st, "budget"));
     if (json_get(disk, "error")) {
         printf("  disk:           unknown (%s)\n", json_get_str(disk, "error", "?"));
         return;

@@ -90,9 +90,6 @@ void assert_config_equal(const struct config *a, const struct config *b)
         assert_string_equal(a->producer_quotas.v[i].pattern, b->producer_quotas.v[i].pattern);
         assert_true(a->producer_quotas.v[i].bytes == b->producer_quotas.v[i].bytes);
     }
-    assert_true((a->retention_merged_dir == NULL) == (b->retention_merged_dir == NULL));
-    if (a->retention_merged_dir)
-        assert_string_equal(a->retention_merged_dir, b->retention_merged_dir);
     assert_true(a->retention_merged_max_age_ms == b->retention_merged_max_age_ms);
     assert_true(a->retention_merged_max_bytes == b->retention_merged_max_bytes);
     assert_true(a->retention_shipped_max_age_ms == b->retention_shipped_max_age_ms);
