@@ -806,7 +806,7 @@ else
                     ./lib/systemd/system/logshard-ship.service ./usr/share/doc/logshard/SHIP.md
                     ./lib/systemd/system/logshard-syslog.socket
                     ./lib/systemd/system/logshard-prune.service
-                    ./lib/systemd/system/logshard-prune.timer
+                    ./lib/systemd/system/logshard-prune.timer ./usr/share/doc/logshard/RETENTION.md
                     ./usr/lib/sysusers.d/logshard.conf ./usr/lib/tmpfiles.d/logshard.conf
                     ./usr/share/man/man8/logshardd.8.gz ./usr/share/man/man1/logctl.1.gz
                     ./usr/share/man/man5/logshard.conf.5.gz ./usr/share/doc/logshard/copyright
