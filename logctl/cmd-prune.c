@@ -346,7 +346,7 @@ int logctl_prune(int argc, char **argv)
     }
     if (json) {
         print_json(&res, &opts, r, removed_files, removed_bytes);
-    } else if (res.lock_busy) {
+    } else if (res.lock_busy || (r < 0 && !res.merged_looked && !res.shipped_looked)) {
         /* Nothing was looked at: only the message below. */
     } else if (!opts.merged_max_age_ns && !opts.merged_max_bytes && !opts.shipped_max_age_ns &&
                !opts.shipped_max_bytes) {
