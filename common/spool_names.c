@@ -214,6 +214,94 @@ int spool_merged_name(const struct timespec *ts, unsigned attempt, char *buf, si
     return 0;
 }
 
+/* n decimal digits at p, as a number; -1 when one of them is not a digit. */
+static long digits(const char *p, unsigned n)
+{
+    long v = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+int spool_merged_name_parse(const char *name, uint64_t *ret_ns, unsigned *ret_attempt)
+{
+    /* "merged-" YYYYmmdd "T" HHMMSS "." 9 digits "Z": the fixed part of a
+     * name whose year has four digits, which every time from 1970 to 9999
+     * has; a merge at another time is not one prune needs to know. */
+    static const char prefix[] = "merged-";
+    const size_t fixed = sizeof(prefix) - 1 + 8 + 1 + 6 + 1 + 9 + 1;
+    char again[SPOOL_MERGED_NAME_SIZE];
+    unsigned attempt = 0;
+    struct timespec ts;
+    struct tm tm = { 0 };
+    const char *p = name, *rest;
+    long nsec, v;
+    time_t t;
+
+    if (strncmp(name, prefix, sizeof(prefix) - 1) != 0 || strlen(name) < fixed ||
+        strlen(name) >= sizeof(again))
+        return -EINVAL;
+    p += sizeof(prefix) - 1;
+    if (p[8] != 'T' || p[15] != '.' || p[25] != 'Z')
+        return -EINVAL;
+    if ((v = digits(p, 4)) < 1970)
+        return -EINVAL;
+    tm.tm_year = (int)v - 1900;
+    if ((v = digits(p + 4, 2)) < 1)
+        return -EINVAL;
+    tm.tm_mon = (int)v - 1;
+    if ((v = digits(p + 6, 2)) < 1)
+        return -EINVAL;
+    tm.tm_mday = (int)v;
+    if ((v = digits(p + 9, 2)) < 0)
+        return -EINVAL;
+    tm.tm_hour = (int)v;
+    if ((v = digits(p + 11, 2)) < 0)
+        return -EINVAL;
+    tm.tm_min = (int)v;
+    if ((v = digits(p + 13, 2)) < 0)
+        return -EINVAL;
+    tm.tm_sec = (int)v;
+    if ((nsec = digits(p + 16, 9)) < 0)
+        return -EINVAL;
+    rest = p + 26;
+    if (rest[0] == '-') {
+        long a = 0;
+        size_t n = 0;
+
+        /* 1 to 999, no leading zero: the format check below catches the
+         * rest, this only keeps the number small. */
+        while (n < 4 && rest[1 + n] >= '0' && rest[1 + n] <= '9')
+            a = a * 10 + (rest[1 + n++] - '0');
+        if (n == 0 || n > 3)
+            return -EINVAL;
+        attempt = (unsigned)a;
+        if (attempt == 0)
+            return -EINVAL;
+    }
+    /* timegm normalises out-of-range fields (February 30th becomes March
+     * 2nd); the canonical check below refuses such names, since the time
+     * formats back to another name. */
+    t = timegm(&tm);
+    /* Nanoseconds since the epoch in a u64 reach into the year 2554. */
+    if (t == (time_t)-1 || t < 0 ||
+        (uint64_t)t > (UINT64_MAX - 999999999u) / 1000000000u)
+        return -EINVAL;
+    ts.tv_sec = t;
+    ts.tv_nsec = nsec;
+    if (spool_merged_name(&ts, attempt, again, sizeof(again)) < 0 || strcmp(again, name) != 0)
+        return -EINVAL;
+    if (ret_ns)
+        *ret_ns = (uint64_t)t * 1000000000u + (uint64_t)nsec;
+    if (ret_attempt)
+        *ret_attempt = attempt;
+    return 0;
+}
+
 int spool_merged_temp_name(const char *output_name, pid_t pid, char **ret_name)
 {
     char *name;

@@ -172,6 +172,18 @@ int spool_quarantine_move(int from_dir, const char *name, const struct stat *st,
  * (SPOOL_MERGED_NAME_SIZE is always enough). */
 int spool_merged_name(const struct timespec *ts, unsigned attempt, char *buf, size_t size);
 
+/* Takes a default output name of logctl merge apart: exactly what
+ * spool_merged_name writes, and nothing else (names are canonical: the
+ * name is formatted again from what was read and must come out the same,
+ * so a date that does not exist, a year of other than four digits or a
+ * suffix with a leading zero is refused). This is what logctl prune
+ * recognises as a merged file logshard wrote. Times from 1970 into the
+ * year 2554 (a u64 of nanoseconds) are read. Returns 0 with the time in
+ * the name in *ret_ns (nanoseconds since the epoch, UTC) and the suffix in
+ * *ret_attempt (0 for none; either may be NULL), or -EINVAL for any other
+ * name, temp names included (the out-parameters are then untouched). */
+int spool_merged_name_parse(const char *name, uint64_t *ret_ns, unsigned *ret_attempt);
+
 /* The temp name a merge writes output_name under, in the output's own
  * directory: ".<output_name>.<pid>.tmp", hidden, and per process so two
  * merges to one name never share it. Returns 0 or -ENOMEM. */

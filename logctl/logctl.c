@@ -73,6 +73,7 @@ static const struct command {
     { "verify", logctl_verify, "check every header and record CRC of shard files" },
     { "ship", logctl_ship, "produce the spool's records to Kafka exactly once" },
     { "merge", logctl_merge, "concatenate the sealed shards of a spool into one file" },
+    { "prune", logctl_prune, "remove merged files and shipped shards past [retention]" },
     { "send", logctl_send, "send the lines of standard input to logshardd as records" },
 };
 
@@ -87,7 +88,7 @@ static void usage(FILE *f)
                "(--config, default " LOGSHARD_DEFAULT_CONFIG "), else\n"
                "/run/logshard/admin.sock.\n"
                "Exit status: 0 success, 1 a problem found or an operation failed,\n"
-               "2 usage error or access refused.\n");
+               "2 usage error or access refused (prune: 3, merge.lock held).\n");
 }
 
 int main(int argc, char **argv)

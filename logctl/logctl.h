@@ -9,6 +9,7 @@
 #define LOGCTL_EXIT_OK 0
 #define LOGCTL_EXIT_FAILURE 1 /* a problem found, or an operation failed */
 #define LOGCTL_EXIT_USAGE 2   /* bad command line, or access refused */
+#define LOGCTL_EXIT_BUSY 3    /* prune only: merge.lock held, nothing done */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@ int logctl_ls(int argc, char **argv);
 int logctl_rotate(int argc, char **argv);
 int logctl_verify(int argc, char **argv);
 int logctl_ship(int argc, char **argv);
+int logctl_prune(int argc, char **argv);
 
 /* ---- where things are (admin.c) ---- */
 

@@ -395,6 +395,60 @@ int merge_intent_read(int spool_fd, const char *path, struct merge_intent *ret,
     return 0;
 }
 
+int merge_pending_read(int spool_fd, const char *spool, struct merge_pending *ret,
+                       char **ret_error)
+{
+    _cleanup_free_ char *path = path_join(spool, SPOOL_MERGE_INTENT);
+    struct merge_result res = { 0 };
+    struct merge_intent in;
+    struct merge_pending p = { 0 };
+    int r;
+
+    if (!path) {
+        *ret_error = NULL;
+        return -ENOMEM;
+    }
+    r = merge_intent_read(spool_fd, path, &in, &res);
+    if (r == -ENOENT)
+        return r;
+    if (r < 0) {
+        *ret_error = res.error;
+        return r;
+    }
+    p.dir = in.dir;
+    p.output = in.output;
+    p.temp = in.temp;
+    in.dir = in.output = in.temp = NULL;
+    p.sources = calloc(in.n_sources ? in.n_sources : 1, sizeof(*p.sources));
+    r = p.sources ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < in.n_sources; i++) {
+        p.sources[i] = in.sources[i].name;
+        in.sources[i].name = NULL;
+        p.n_sources++;
+    }
+    merge_intent_free(&in);
+    if (r < 0) {
+        merge_pending_free(&p);
+        *ret_error = strdup("out of memory");
+        return r;
+    }
+    *ret = p;
+    return 0;
+}
+
+void merge_pending_free(struct merge_pending *p)
+{
+    if (!p)
+        return;
+    free(p->dir);
+    free(p->output);
+    free(p->temp);
+    for (size_t i = 0; i < p->n_sources; i++)
+        free(p->sources[i]);
+    free(p->sources);
+    memset(p, 0, sizeof(*p));
+}
+
 int merge_intent_write(int spool_fd, const char *spool, const char *text, size_t len,
                        struct merge_result *res)
 {

@@ -228,3 +228,31 @@ struct merge_result {
 int merge_run(const struct merge_opts *opts, struct merge_result *ret);
 
 void merge_result_free(struct merge_result *r);
+
+/* What an interrupted merge left for the next merge to finish or roll
+ * back: the output and the sources <spool>/merge.intent names. Until that
+ * merge runs they must stay where they are: its recovery proves the
+ * output against the sources still in done/, and refuses to go on when
+ * the output is gone and sources are missing (docs/MERGE.md, "Recovery").
+ * logctl prune keeps them. */
+struct merge_pending {
+    char *dir;       /* the output's directory, absolute */
+    char *output;    /* the output's name in dir */
+    char *temp;      /* the temp file's name in dir */
+    char **sources;  /* the sources' names in done/ */
+    size_t n_sources;
+};
+
+/* Reads <spool>/merge.intent (spool_fd: the spool directory; spool: its
+ * path, for messages) and changes nothing; the caller holds merge.lock for
+ * the answer to stay true. Returns 0 with *ret filled (merge_pending_free
+ * it), -ENOENT when there is none (no merge is pending), or a negative
+ * errno with a new message in *ret_error ("<file>: <reason>"; free it;
+ * NULL when even that could not be allocated): -EBADMSG when the intent
+ * is damaged or no regular file, and then nothing it might name is known. */
+int merge_pending_read(int spool_fd, const char *spool, struct merge_pending *ret,
+                       char **ret_error);
+
+/* Frees what p holds; p may be zeroed or half-filled. */
+void merge_pending_free(struct merge_pending *p);
+

@@ -298,50 +298,72 @@ static int read_header(int fd, struct shard_header *ret)
     return shard_decode_header(buf, (size_t)got, ret, &why);
 }
 
-/* A sealed shard's header and record count, from its two ends (or, for a
- * version 1 shard without a trailer, by reading it through). */
-static int read_sealed(int fd, struct ship_source *src)
+int ship_sealed_read(int fd, struct ship_sealed *ret)
 {
+    struct ship_sealed ss = { .records = 0 };
     struct shard_trailer t;
+    struct shard_reader *rd;
+    struct shard_item it;
     struct stat st;
     uint64_t start;
+    bool have_header = false;
     int r;
 
     if (fstat(fd, &st) < 0)
         return -errno;
-    src->bytes = (uint64_t)st.st_size;
-    r = shard_locate_before(fd, (uint64_t)st.st_size, &start, &src->h, &t);
+    ss.bytes = (uint64_t)st.st_size;
+    r = shard_locate_before(fd, (uint64_t)st.st_size, &start, &ss.h, &t);
     if (r == 0 && start == 0) {
-        src->records = t.records;
-        src->newest_ns = t.newest_ns;
+        ss.records = t.records;
+        ss.newest_ns = t.newest_ns;
+        *ret = ss;
         return 0;
     }
-    {
-        struct shard_reader *rd;
-        struct shard_item it;
-        uint64_t n = 0;
-
-        if (lseek(fd, 0, SEEK_SET) < 0)
-            return -errno;
-        r = shard_reader_new(&rd, fd);
-        if (r < 0)
-            return r;
-        while ((r = shard_reader_next(rd, &it)) > 0) {
-            if (it.kind == SHARD_ITEM_HEADER) {
-                if (it.offset != 0)
-                    break; /* a merged file is no shard of done/ */
-                src->h = *it.header;
-            } else if (it.kind == SHARD_ITEM_RECORD) {
-                n++;
-                src->newest_ns = it.timestamp_ns;
+    if (lseek(fd, 0, SEEK_SET) < 0)
+        return -errno;
+    r = shard_reader_new(&rd, fd);
+    if (r < 0)
+        return r;
+    while ((r = shard_reader_next(rd, &it)) > 0) {
+        if (it.kind == SHARD_ITEM_HEADER) {
+            /* A second shard: a merged file, which is no shard of done/;
+             * taking its first shard's count for the file's would let the
+             * rest be deleted unshipped. */
+            if (have_header) {
+                r = -EBADMSG;
+                break;
             }
+            ss.h = *it.header;
+            ss.newest_ns = ss.h.created_ns;
+            have_header = true;
+        } else if (it.kind == SHARD_ITEM_RECORD) {
+            ss.records++;
+            ss.newest_ns = it.timestamp_ns;
         }
-        shard_reader_free(rd);
-        if (r < 0)
-            return r;
-        src->records = n;
-        return 0;
     }
+    shard_reader_free(rd);
+    if ((r == 0 && !have_header) || r == -ENODATA)
+        r = -EBADMSG; /* an empty file, or one cut short: no sealed shard */
+    if (r < 0)
+        return r;
+    *ret = ss;
+    return 0;
+}
+
+/* A sealed shard's header and record count, from its two ends (or, for a
+ * version 1 shard without a trailer, by reading it through). */
+static int read_sealed(int fd, struct ship_source *src)
+{
+    struct ship_sealed ss;
+    int r = ship_sealed_read(fd, &ss);
+
+    if (r < 0)
+        return r;
+    src->h = ss.h;
+    src->records = ss.records;
+    src->newest_ns = ss.newest_ns;
+    src->bytes = ss.bytes;
+    return 0;
 }
 
 static int entry_cmp(const void *a, const void *b)

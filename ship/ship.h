@@ -19,6 +19,10 @@
  * ship-spool.c (the table of streams and how far each is shipped, and the
  * spool's shards in each stream's order, read from the first unshipped
  * position), ship-status.c (the status file and the Prometheus metrics).
+ * The end of this header is what others may do with shipped shards by the
+ * shipper's own rule (logctl prune): read a sealed shard as the shipper
+ * does, judge it shipped whole, record its stream's position before it
+ * goes.
  * ship-internal.h is what they share; ship-run.h the shipper's state,
  * which only the loop's files (ship-run.c and the four beside it) see.
  *
@@ -31,6 +35,8 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "shard_format.h"
+#include "stream_positions.h"
 #include "wire.h"
 
 /* An active shard as the daemon reports it (logctl ls): its file in
@@ -96,3 +102,43 @@ int ship_check_settings(const struct config *config, char *err, size_t err_len);
  * a negative errno. */
 int ship_transactional_id(const struct config *config, const char *spool, bool create,
                           char **ret);
+
+/* ---- shipped shards leaving done/: on_shipped = delete, logctl prune ---- */
+
+/* A sealed shard of done/ as the shipper sees it. */
+struct ship_sealed {
+    struct shard_header h;
+    uint64_t records;   /* every record of the shard */
+    uint64_t newest_ns; /* receive time of its newest record (the header's
+                           created_ns when it has none, as in the trailer) */
+    uint64_t bytes;     /* the file's size */
+};
+
+/* Reads the sealed shard open at fd (its offset does not matter; it is
+ * left anywhere): the header and, from the seal trailer, the record count
+ * and the newest record's time; a shard without a trailer (version 1, or
+ * sealed on a full disk) is read through, every record. Returns 0 with
+ * *ret filled, -EBADMSG when the file is not exactly one sealed shard (no
+ * valid header, damage where it is read, a second shard after the first,
+ * as in a merged file), or the error of reading it. (ship-spool.c) */
+int ship_sealed_read(int fd, struct ship_sealed *ret);
+
+/* Whether every record of s is committed to Kafka by the n entries of the
+ * spool's progress, sorted by stream id as ship_progress_load gives them:
+ * the one rule by which shipped shards may leave done/. (ship-delete.c) */
+bool ship_sealed_shipped(const struct ship_sealed *s, const struct positions_entry *progress,
+                         size_t n);
+
+/* Before the n sealed shards of v leave done/: one stream positions file
+ * in <spool>/streams/ (positions_write; kind names the writer, "ship" or
+ * "prune") with, for each stream among them, the position after its last
+ * record there and its newest record's time, so that the daemon, which
+ * learns where a stream continues from done/, can still resume it once
+ * they are gone (merge --delete does the same). A shard without a stream
+ * needs none, and no file is written when no shard has one. spool_fd is
+ * the spool directory. Returns 0 with the new file's name in *ret_name
+ * (NULL when none was written; ret_name may be NULL), or the negative
+ * errno of positions_write (-EINVAL: a position out of range), in which
+ * case no shard may be removed. (ship-delete.c) */
+int ship_record_positions(int spool_fd, const char *kind, const struct ship_sealed *v, size_t n,
+                          char **ret_name);

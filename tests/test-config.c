@@ -539,6 +539,18 @@ static void test_example_file(void **state)
         if (!seen[i])
             fail_msg("%s does not mention [%s] %s", path, s, k);
     }
+    /* [retention] merged_dir is unset by default, which means <spool>/merged;
+     * the file shows that path for the default spool. */
+    {
+        char *merged = NULL;
+
+        assert_true(asprintf(&merged, "%s/merged", defaults.spool) > 0);
+        assert_non_null(from_comments.retention_merged_dir);
+        assert_string_equal(from_comments.retention_merged_dir, merged);
+        free(merged);
+        free(from_comments.retention_merged_dir);
+        from_comments.retention_merged_dir = NULL;
+    }
     assert_config_equal(&from_comments, &defaults);
     config_free(&from_comments);
     config_free(&defaults);

@@ -1,7 +1,8 @@
 /* Unit tests for logctl's helpers that need no daemon: the time parser of
  * --since/--until/--before (logctl/timeparse.c), the size and time
  * formatting and the description of skipped damage (logctl/format.c), and
- * cat's syslog levels, names and filter (logctl/cat-syslog.c). The
+ * cat's syslog levels, names and filter (logctl/cat-syslog.c), prune's
+ * rule of which files go and why (logctl/prune-select.c). The
  * JSON code and the text helpers have tests of their own (test-json.c). */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include "cat-syslog.h"
 #include "cat.h"
 #include "logctl.h"
+#include "prune.h"
 #include "text.h"
 
 #define S 1000000000ull
@@ -286,6 +288,58 @@ static void test_syslog_filter(void **state)
     assert_false(cat_syslog_wanted(&a, &cron_err));
 }
 
+/* prune's rule: past the age first, then the oldest until the total fits;
+ * ties by name; a file from the future is 0 old; 0 means no limit. */
+static void test_prune_select(void **state)
+{
+    /* Given out of order; names sort "a" < "b" < ... at equal times. */
+    struct prune_file v[] = {
+        { .name = "e", .time_ns = 90 * S, .bytes = 10, .tag = 4 },
+        { .name = "b", .time_ns = 10 * S, .bytes = 10, .tag = 1 },
+        { .name = "d", .time_ns = 50 * S, .bytes = 30, .tag = 3 },
+        { .name = "a", .time_ns = 10 * S, .bytes = 10, .tag = 0 },
+        { .name = "c", .time_ns = 40 * S, .bytes = 20, .tag = 2 },
+        { .name = "f", .time_ns = 500 * S, .bytes = 5, .tag = 5 }, /* in the future */
+    };
+    const size_t n = sizeof(v) / sizeof(v[0]);
+    const uint64_t now = 100 * S;
+    struct {
+        uint64_t max_age, max_bytes, kept;
+        const char *reasons; /* in order a..f: k keep, a age, s size */
+    } const cases[] = {
+        { 0, 0, 85, "kkkkkk" },
+        { 60 * S, 0, 65, "aakkkk" },       /* 90 s old: over 60 s */
+        { 90 * S, 0, 85, "kkkkkk" },       /* exactly the limit: not over it */
+        { 89 * S, 0, 65, "aakkkk" },
+        { 0, 85, 85, "kkkkkk" },           /* exactly the limit */
+        { 0, 84, 75, "skkkkk" },           /* oldest first, "a" before "b" */
+        { 0, 50, 45, "ssskkk" },
+        { 0, 15, 15, "sssskk" },
+        { 0, 5, 5, "sssssk" },
+        { 0, 1, 0, "ssssss" },             /* the newest alone is over: it goes too */
+        { 55 * S, 40, 15, "aaaskk" },      /* age first, then size of the rest */
+        { 1, 0, 5, "aaaaak" },             /* the future is 0 old */
+    };
+
+    (void)state;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        uint64_t kept = prune_select(v, n, now, cases[c].max_age, cases[c].max_bytes);
+
+        /* Sorted oldest first, ties by name. */
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(v[i].tag, i);
+        for (size_t i = 0; i < n; i++) {
+            char want = cases[c].reasons[i];
+            enum prune_reason r = want == 'a' ? PRUNE_AGE : want == 's' ? PRUNE_SIZE : PRUNE_KEEP;
+
+            if (v[i].reason != r)
+                fail_msg("case %zu: file %s is %d, not %c", c, v[i].name, (int)v[i].reason, want);
+        }
+        assert_int_equal(kept, cases[c].kept);
+    }
+    assert_int_equal(prune_select(NULL, 0, now, 1, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_syslog_priority),
         cmocka_unit_test(test_syslog_names),
         cmocka_unit_test(test_syslog_filter),
+        cmocka_unit_test(test_prune_select),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +264,73 @@ static char *crash_before_publish(const struct fixture *f, const struct merge_op
     return tmp;
 }
 
+/* What a pending merge names, read without changing anything
+ * (merge_pending_read, for logctl prune): its output and every source; none
+ * without an intent; a damaged intent an error naming it. */
+static void test_merge_pending(void **state)
+{
+    struct fixture f;
+    struct merge_opts opts = { 0 };
+    struct merge_pending p = { 0 };
+    char *out, *intent, *tmp, *err = NULL, *real_out;
+    unsigned char *text;
+    size_t len;
+    int spool_fd;
+
+    (void)state;
+    fixture_init(&f);
+    spool_fd = open(f.spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(spool_fd >= 0);
+    assert_int_equal(merge_pending_read(spool_fd, f.spool, &p, &err), -ENOENT);
+    assert_null(err);
+
+    write_sorted_specs_shuffled(f.done);
+    out = join(f.out, "merged.lsm");
+    intent = join(f.spool, SPOOL_MERGE_INTENT);
+    opts.spool = f.spool;
+    opts.output = out;
+    opts.delete_sources = true;
+    tmp = crash_before_publish(&f, &opts);
+    assert_int_equal(merge_pending_read(spool_fd, f.spool, &p, &err), 0);
+    real_out = realpath(f.out, NULL);
+    assert_non_null(real_out);
+    assert_string_equal(p.dir, real_out);
+    assert_string_equal(p.output, "merged.lsm");
+    assert_true(strncmp(p.temp, ".merged.lsm.", 12) == 0);
+    assert_int_equal(p.n_sources, N_SORTED);
+    for (size_t i = 0; i < N_SORTED; i++) {
+        char *src = join(f.done, p.sources[i]);
+
+        assert_true(exists(src));
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(p.sources[i], p.sources[j]);
+        free(src);
+    }
+    merge_pending_free(&p);
+    merge_pending_free(&p); /* a freed one is empty */
+    /* Nothing changed: the intent, the temp and the sources are there. */
+    assert_true(exists(intent));
+    assert_true(exists(tmp));
+    assert_int_equal(sources_left(&f), N_SORTED);
+
+    text = read_file(intent, &len);
+    text[30] ^= 1;
+    write_file(intent, text, len);
+    assert_int_equal(merge_pending_read(spool_fd, f.spool, &p, &err), -EBADMSG);
+    assert_non_null(err);
+    assert_non_null(strstr(err, intent));
+    assert_non_null(strstr(err, "checksum mismatch"));
+    assert_null(p.sources);
+    free(err);
+    free(text);
+    close(spool_fd);
+    free(real_out);
+    free(tmp);
+    free(intent);
+    free(out);
+    fixture_free(&f);
+}
+
 /* An intent that does not check out, and an output name taken by a file
  * that is not the merge's output: the merge changes nothing and says why,
  * because neither finishing nor rolling back is provably right. */
@@ -370,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_merge_crash_during_recovery),
         cmocka_unit_test(test_merge_stray_intent_tmp),
         cmocka_unit_test(test_merge_refuses_unclear_recovery),
+        cmocka_unit_test(test_merge_pending),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

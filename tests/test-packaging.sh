@@ -18,7 +18,8 @@
 #      io_uring under its seccomp filter, reload, watchdog, stop and restart,
 #      group-based access, the fallback when seccomp refuses io_uring, and
 #      logshard-syslog.socket: logshardd as the syslog daemon journald
-#      forwards to, in place of (a stand-in for) rsyslog, and the way back.
+#      forwards to, in place of (a stand-in for) rsyslog, and the way back;
+#      logshard-prune.timer enabled, and its service pruning under its unit.
 #
 # Usage: test-packaging.sh SOURCE_ROOT BUILD_ROOT. tests/meson.build passes the
 # install directories of the build (LOGSHARD_PREFIX, LOGSHARD_UNITDIR, ...).
@@ -314,6 +315,29 @@ boot_step() {
         echo "  no kafka-mock or kcat in this build: the shipper is not run under its unit"
     fi
 
+    # Retention: the timer is enabled and waiting; without a [retention]
+    # limit a run removes nothing, with one it removes an old merged file
+    # under the hardened unit and keeps a young one.
+    [ "$(ct systemctl is-enabled logshard-prune.timer 2>&1)" = enabled ] ||
+        check "logshard-prune.timer is $(ct systemctl is-enabled logshard-prune.timer 2>&1) after installation, not enabled"
+    [ "$(ct systemctl is-active logshard-prune.timer 2>&1)" = active ] ||
+        check "logshard-prune.timer is $(ct systemctl is-active logshard-prune.timer 2>&1), not active"
+    local old_merged=/var/lib/logshard/merged/merged-20000101T000000.000000000Z.lsm
+    local new_merged
+    new_merged=/var/lib/logshard/merged/merged-$(date -u +%Y%m%dT%H%M%S).000000000Z.lsm
+    ct runuser -u logshard -- sh -c "echo old >$old_merged && echo new >$new_merged"
+    ct systemctl start logshard-prune.service || check "logshard-prune.service failed without limits"
+    ct test -e "$old_merged" || check "logshard-prune.service removed a file without a [retention] limit"
+    printf '\n[retention]\nmerged_max_age = 30d\n' | ct tee -a /etc/logshard/logshard.conf >/dev/null
+    if ct systemctl start logshard-prune.service &&
+       [ "$(ct systemctl show -P Result logshard-prune.service)" = success ] &&
+       ! ct test -e "$old_merged" && ct test -e "$new_merged"; then
+        echo "  logshard-prune.service under its unit: removed a merged file past merged_max_age, kept a young one"
+    else
+        check "logshard-prune.service with merged_max_age = 30d: $(ct systemctl show -P Result logshard-prune.service); $(ct journalctl -q -u logshard-prune.service --no-pager | tail -5)"
+    fi
+    echo "  live exposure of the retention service: $(ct systemd-analyze security logshard-prune.service 2>/dev/null | grep 'Overall exposure' | sed 's/^→ *//')"
+
     # logshard as the machine's syslog daemon: logshard-syslog.socket takes
     # the socket journald forwards to (ForwardToSyslog=yes), and the way back.
     # A stand-in for Debian's rsyslog.service holds that socket first, the way
@@ -518,7 +542,7 @@ boot_step() {
     if [ "$fails" -gt 0 ]; then
         echo "  --- journal of logshardd.service"
         ct journalctl -q -u logshardd.service -u logshardd.socket -u logshard-ship.service \
-            -u logshard-syslog.socket --no-pager | tail -30
+            -u logshard-syslog.socket -u logshard-prune.service --no-pager | tail -30
     fi
     stop_container
     [ "$fails" -eq 0 ]
@@ -629,6 +653,7 @@ expect=(
     "$LOGSHARD_SBINDIR/logshardd" "$LOGSHARD_BINDIR/logctl"
     "$LOGSHARD_UNITDIR/logshardd.service" "$LOGSHARD_UNITDIR/logshardd.socket"
     "$LOGSHARD_UNITDIR/logshard-syslog.socket"
+    "$LOGSHARD_UNITDIR/logshard-prune.service" "$LOGSHARD_UNITDIR/logshard-prune.timer"
     "$LOGSHARD_SYSUSERSDIR/logshard.conf" "$LOGSHARD_TMPFILESDIR/logshard.conf"
     "$LOGSHARD_SYSCONFDIR/logshard/logshard.conf"
     "$LOGSHARD_INCLUDEDIR/logshard.h"
@@ -653,6 +678,12 @@ grep -q "^ExecStart=$LOGSHARD_SBINDIR/logshardd " "$svc" ||
     fail "logshardd.service: ExecStart= does not run $LOGSHARD_SBINDIR/logshardd"
 if grep -n '@[A-Z_]*@' "$svc"; then
     fail "logshardd.service: a placeholder was left unsubstituted"
+fi
+svc=$D$LOGSHARD_UNITDIR/logshard-prune.service
+grep -q "^ExecStart=$LOGSHARD_BINDIR/logctl prune " "$svc" ||
+    fail "logshard-prune.service: ExecStart= does not run $LOGSHARD_BINDIR/logctl prune"
+if grep -n '@[A-Z_]*@' "$svc"; then
+    fail "logshard-prune.service: a placeholder was left unsubstituted"
 fi
 
 # The shared library exports exactly the public functions, each at the
@@ -702,13 +733,13 @@ done
 cp "$(type -P kill)" "$R/bin/kill"
 verify_out=$(MANPATH="$D$LOGSHARD_MANDIR:" systemd-analyze verify --root="$R" \
                  logshardd.socket logshardd.service logshard-ship.service \
-                 logshard-syslog.socket 2>&1) ||
+                 logshard-syslog.socket logshard-prune.service logshard-prune.timer 2>&1) ||
     fail "systemd-analyze verify failed"
 if [ -n "$verify_out" ]; then
     echo "$verify_out"
     fail "systemd-analyze verify had something to say about the units"
 else
-    note "logshardd.socket, logshardd.service, logshard-ship.service and logshard-syslog.socket verify without a warning (systemd $(systemd-analyze --version | awk 'NR == 1 { print $2 }'))"
+    note "logshardd.socket, logshardd.service, logshard-ship.service, logshard-syslog.socket, logshard-prune.service and logshard-prune.timer verify without a warning (systemd $(systemd-analyze --version | awk 'NR == 1 { print $2 }'))"
 fi
 step_done
 
@@ -754,7 +785,12 @@ for cmd in $commands; do
     done
 done
 # Every section and key of the example configuration appears in logshard.conf(5).
-for key in $(sed -n 's/^# *\([a-z_]*\) = .*/\1/p' "$SRC/config/logshard.conf" | sort -u); do
+# The lines of [producer_quotas] are no keys but name patterns of the
+# operator's (PATTERN = SIZE), its example's "audit = 0" among them.
+for key in $(awk '/^\[/ { sect = $0 }
+                  sect != "[producer_quotas]" && /^# *[a-z_]+ = / {
+                      sub(/^# */, ""); sub(/ = .*/, ""); print }' "$SRC/config/logshard.conf" |
+             sort -u); do
     grep -qw -- "$key" "$SRC/packaging/man/logshard.conf.5" || fail "logshard.conf.5 does not document '$key'"
 done
 for sect in $(sed -n 's/^\[\([a-z]*\)\]$/\1/p' "$SRC/config/logshard.conf"); do
@@ -818,6 +854,8 @@ else
                     ./lib/systemd/system/logshardd.service ./lib/systemd/system/logshardd.socket
                     ./lib/systemd/system/logshard-ship.service ./usr/share/doc/logshard/SHIP.md
                     ./lib/systemd/system/logshard-syslog.socket
+                    ./lib/systemd/system/logshard-prune.service
+                    ./lib/systemd/system/logshard-prune.timer ./usr/share/doc/logshard/RETENTION.md
                     ./usr/lib/sysusers.d/logshard.conf ./usr/lib/tmpfiles.d/logshard.conf
                     ./usr/share/man/man8/logshardd.8.gz ./usr/share/man/man1/logctl.1.gz
                     ./usr/share/man/man5/logshard.conf.5.gz ./usr/share/doc/logshard/copyright
@@ -857,6 +895,14 @@ else
             fail "logshard.postinst does not run systemd-sysusers before systemd-tmpfiles"
         grep -q "deb-systemd-helper enable 'logshardd.socket'" "$T/deb/control/postinst" ||
             fail "logshard.postinst does not enable logshardd.socket"
+        # Retention does nothing until configured: its timer is enabled, its
+        # service never started by the installation.
+        grep -q "deb-systemd-helper enable 'logshard-prune.timer'" "$T/deb/control/postinst" ||
+            fail "logshard.postinst does not enable logshard-prune.timer"
+        ! grep -q "deb-systemd-invoke .*start.*logshard-prune.service" "$T/deb/control/postinst" ||
+            fail "logshard.postinst starts logshard-prune.service"
+        ! grep -q "deb-systemd-helper enable 'logshard-prune.service'" "$T/deb/control/postinst" ||
+            fail "logshard.postinst enables logshard-prune.service"
     fi
     if [ -x "$X/usr/sbin/logshardd" ] && [ -x "$X/usr/bin/logctl" ]; then
         v=$("$X/usr/sbin/logshardd" --version) || true

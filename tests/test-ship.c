@@ -9,8 +9,8 @@
  * each producer a new id, so it cannot be shown here); merge --delete
  * removes only what is
  * shipped, also while both run; on_shipped = delete removes shipped shards
- * and records their streams' positions; librdkafka's refusal of a setting
- * names the setting.
+ * and records their streams' positions, and so does logctl prune by the
+ * same rule; librdkafka's refusal of a setting names the setting.
  *
  * The kill moments come from harness_rng_next() (seed printed).
  * LOGSHARD_SHIP_ROUNDS (default 50) sets the number of kills;
@@ -654,6 +654,43 @@ static void test_ship_on_shipped_delete(void **state)
     expect_exactly_once(t, names, 1, 1500);
 }
 
+/* logctl prune on a spool the real shipper ships: the shard it committed
+ * goes (its stream's position recorded first), the one it has not yet
+ * shipped stays, and every record is still once in Kafka or the spool. */
+static void test_ship_then_prune(void **state)
+{
+    struct ship_test *t = *state;
+    char names[2][32] = { "shipped", "later" };
+    struct harness_run r;
+
+    kafka_mock_start(&t->m, 1);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 1000);
+    r = harness_run_logctl(&t->h, "rotate", "--admin-socket", t->h.admin_sock, NULL);
+    harness_run_free(&r);
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    produce(&t->h, names[1], 500);
+    r = harness_run_logctl(&t->h, "rotate", "--admin-socket", t->h.admin_sock, NULL);
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 2);
+
+    r = harness_run_logctl(&t->h, "prune", "--config", t->h.config, "--spool", t->h.spool,
+                           "--shipped-max-bytes", "1", NULL);
+    harness_expect_code(&r, 0, "logctl prune after logctl ship");
+    harness_expect_in(r.out, "pruned 1 file", "the summary");
+    harness_expect_in(r.out, "and 1 not yet shipped whole", "the shard not shipped");
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 1);
+    assert_int_equal(harness_count_files(&t->h, "streams", ".pos"), 1);
+    r = harness_run_logctl(&t->h, "cat", "--spool", t->h.spool, NULL);
+    harness_expect_code(&r, 0, "logctl cat --spool after prune");
+    assert_int_equal(count_lines_with(r.out, "shipped "), 0);
+    assert_int_equal(count_lines_with(r.out, "later "), 500);
+    harness_run_free(&r);
+    expect_exactly_once(t, names, 1, 1000);
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+}
+
 /* Settings librdkafka refuses are named, with where they were set. */
 static void test_ship_bad_settings(void **state)
 {
@@ -699,6 +736,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ship_request_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_merge_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_on_shipped_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_then_prune, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_bad_settings, setup, teardown),
     };
 

@@ -340,6 +340,82 @@ static void test_merged_names(void **state)
     free(tmp);
 }
 
+/* What logctl prune takes for a merged file: exactly the names
+ * spool_merged_name writes, read back to the time in them. */
+static void test_merged_names_parse(void **state)
+{
+    struct timespec ts = { .tv_sec = 1704110400, .tv_nsec = 123456789 };
+    char buf[SPOOL_MERGED_NAME_SIZE];
+    uint64_t ns = 7;
+    unsigned attempt = 7;
+    static const char *const refused[] = {
+        "",
+        "merged-",
+        "merged-20240101T120000.123456789Z.lsm.4242.tmp",     /* a merge's temp */
+        ".merged-20240101T120000.123456789Z.lsm.4242.tmp",
+        "merged-20240101T120000.123456789Z.lsm~",
+        "merged-20240101T120000.123456789Z.LSM",
+        "merged-20240101T120000.123456789Z",
+        "Merged-20240101T120000.123456789Z.lsm",
+        "merged-20240101T120000.12345678Z.lsm",               /* 8 digits of ns */
+        "merged-20240101T120000.1234567890Z.lsm",
+        "merged-20240101 120000.123456789Z.lsm",
+        "merged-20240101T120000,123456789Z.lsm",
+        "merged-20240101T120000.123456789.lsm",
+        "merged-20240230T120000.123456789Z.lsm",              /* no February 30th */
+        "merged-20241301T120000.123456789Z.lsm",
+        "merged-20240100T120000.123456789Z.lsm",
+        "merged-20240101T240000.123456789Z.lsm",
+        "merged-20240101T126000.123456789Z.lsm",
+        "merged-19691231T235959.999999999Z.lsm",              /* before the epoch */
+        "merged-+0240101T120000.123456789Z.lsm",
+        "merged-20240101T120000.123456789Z-0.lsm",
+        "merged-20240101T120000.123456789Z-01.lsm",
+        "merged-20240101T120000.123456789Z-1000.lsm",
+        "merged-20240101T120000.123456789Z-.lsm",
+        "merged-20240101T120000.123456789Z--1.lsm",
+        "merged-20240101T120000.123456789Z-1.lsm.lsm",
+        "merged-99991231T235959.999999999Z.lsm",              /* past a u64 of ns */
+        "today.lsm",
+        "app.0000000000000001.shard",
+    };
+
+    (void)state;
+    assert_int_equal(spool_merged_name_parse("merged-20240101T120000.123456789Z.lsm", &ns,
+                                             &attempt),
+                     0);
+    assert_int_equal(ns, 1704110400123456789ull);
+    assert_int_equal(attempt, 0);
+    assert_int_equal(spool_merged_name_parse("merged-20240101T120000.123456789Z-999.lsm", &ns,
+                                             &attempt),
+                     0);
+    assert_int_equal(ns, 1704110400123456789ull);
+    assert_int_equal(attempt, 999);
+    assert_int_equal(spool_merged_name_parse("merged-19700101T000000.000000000Z.lsm", &ns, NULL),
+                     0);
+    assert_int_equal(ns, 0);
+    assert_int_equal(spool_merged_name_parse("merged-20240229T235959.999999999Z-12.lsm", NULL,
+                                             NULL),
+                     0);
+    /* Every name the formatter writes reads back to its time and suffix. */
+    for (unsigned a = 0; a <= SPOOL_MERGED_MAX_SUFFIX; a += 37) {
+        ts.tv_sec += 86400 * 33 + 3601;
+        ts.tv_nsec = (long)(a * 1000003u % 1000000000u);
+        assert_int_equal(spool_merged_name(&ts, a, buf, sizeof(buf)), 0);
+        assert_int_equal(spool_merged_name_parse(buf, &ns, &attempt), 0);
+        assert_int_equal(ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+        assert_int_equal(attempt, a);
+    }
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        ns = 7;
+        attempt = 7;
+        if (spool_merged_name_parse(refused[i], &ns, &attempt) != -EINVAL)
+            fail_msg("'%s' was taken for a merged file's name", refused[i]);
+        assert_int_equal(ns, 7);
+        assert_int_equal(attempt, 7);
+    }
+}
+
 /* ---- the rename, in a real directory ---- */
 
 struct tmp {
@@ -640,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_sealed_name),
         cmocka_unit_test(test_quarantine_names),
         cmocka_unit_test(test_merged_names),
+        cmocka_unit_test(test_merged_names_parse),
         cmocka_unit_test(test_positions_names),
         cmocka_unit_test_setup_teardown(test_rename_noreplace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_via_link, setup, teardown),
