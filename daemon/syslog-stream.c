@@ -77,6 +77,7 @@
 enum conn_state {
     CONN_READING, /* watching the socket */
     CONN_PAUSED,  /* over a budget: on l->paused until buffers come back */
+    CONN_QUOTA,   /* its producer is at its disk quota: waits on it (budget.h) */
     CONN_CLOSING, /* the poll handle is closing */
 };
 
@@ -99,6 +100,12 @@ struct conn {
     size_t name_len;
     uint64_t last_msg_mono_ns;
     uint64_t last_read_mono_ns;
+    /* The producer's share of the disk budget, once named, and the
+     * connection's place among its waiters while CONN_QUOTA; quota_hold:
+     * framing stopped at a message its quota has no room for. */
+    struct budget_producer *budget;
+    struct budget_waiter quota_waiter;
+    bool quota_hold;
 };
 
 struct syslog_stream {
@@ -258,6 +265,7 @@ static void take_message(struct conn *c, const char *msg, size_t len, bool cut, 
             return;
         }
         c->name_len = (size_t)r;
+        c->budget = budget_producer_get(d, c->name);
     }
     if (!c->shard) {
         r = open_shard(c);
@@ -271,14 +279,24 @@ static void take_message(struct conn *c, const char *msg, size_t len, bool cut, 
             return;
         }
     }
-    /* Over the disk budget the message is dropped and counted: a syslog
-     * sender has no way to hear a refusal, and the framing goes on. */
+    /* Over its quota, with over_quota = wait, the connection waits (its
+     * sender gets backpressure); otherwise, and over the spool's budget,
+     * the message is dropped and counted: a syslog sender has no way to
+     * hear a refusal, and the framing goes on. At the drain nothing
+     * waits: what a peer had sent is stored over its quota (a stop must
+     * not cost it its messages), though never over the spool's budget. */
     {
         char why[512];
 
-        r = budget_admit(d, c->shard->budget, why, sizeof(why));
+        r = budget_admit(d, c->budget, why, sizeof(why));
+        if (r == -EDQUOT && c->l->stopping)
+            r = 0;
+        if (r == -EDQUOT && d->config.over_quota == OVER_QUOTA_WAIT && !c->l->stopping) {
+            c->quota_hold = true;
+            return;
+        }
         if (r < 0) {
-            budget_count_refused(d, c->shard->budget);
+            budget_count_refused(d, c->budget);
             drop_message(c, why);
             return;
         }
@@ -319,18 +337,20 @@ static int frame_buffer(struct conn *c, bool at_end)
                    : syslog_framer_next(&c->framer, c->buf + off, c->len - off, &f);
         if (r < 0)
             break;
-        off += f.consumed;
         switch (f.kind) {
         case SYSLOG_FRAME_MESSAGE:
-            take_message(c, f.msg, f.msg_len, false, now);
-            break;
         case SYSLOG_FRAME_CUT:
-            take_message(c, f.msg, f.msg_len, true, now);
+            take_message(c, f.msg, f.msg_len, f.kind == SYSLOG_FRAME_CUT, now);
             break;
         case SYSLOG_FRAME_DISCARDED:
             c->l->d->stats.syslog_stream_discarded_bytes += f.consumed;
             break;
         }
+        if (c->quota_hold) {
+            r = 0; /* the message stays in the buffer, framed again later */
+            break;
+        }
+        off += f.consumed;
     }
     if (off) {
         memmove(c->buf, c->buf + off, c->len - off);
@@ -351,6 +371,8 @@ static void set_state(struct conn *c, enum conn_state next)
     assert(c->state != CONN_CLOSING);
     if (c->state == CONN_PAUSED)
         list_del(&c->paused_node);
+    if (c->state == CONN_QUOTA)
+        budget_unwait(&c->quota_waiter);
     if (next == CONN_PAUSED)
         list_add_tail(&c->l->paused, &c->paused_node);
     c->state = next;
@@ -414,6 +436,39 @@ static void finish_conn(struct conn *c, const char *how)
     close_conn(c);
 }
 
+/* The connection's producer is at its quota: not read until its share is
+ * freed, and its shard sealed now, so that merge, ship or prune can free
+ * what it holds. */
+static void wait_for_quota(struct conn *c)
+{
+    (void)uv_poll_stop(&c->poll);
+    set_state(c, CONN_QUOTA);
+    budget_wait(c->l->d, c->budget, &c->quota_waiter);
+    retire_shard(c);
+}
+
+static void start_reading(struct conn *c);
+static void framing_failed(struct conn *c, int err);
+
+/* budget.c's call back: the producer has room again. The held messages
+ * are framed first; the socket is read again unless they fill the quota
+ * once more. */
+static void on_quota_resume(struct budget_waiter *w)
+{
+    struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, quota_waiter));
+    int r;
+
+    assert(c->state == CONN_QUOTA);
+    list_init(&w->node); /* budget.c took it off its list */
+    c->quota_hold = false;
+    start_reading(c);
+    r = frame_buffer(c, false);
+    if (r < 0)
+        framing_failed(c, r);
+    else if (c->quota_hold)
+        wait_for_quota(c);
+}
+
 /* Reads what the socket holds, at most max_bytes, framing as it goes.
  * Returns 1 when the peer has closed (or the connection failed: how says
  * which), 0 when the socket is empty or max_bytes were read, or the
@@ -451,6 +506,10 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
         r = frame_buffer(c, false);
         if (r < 0)
             return r;
+        if (c->quota_hold) {
+            wait_for_quota(c);
+            return 0;
+        }
         if (budget && memory_over_budget(d, conn_held(c))) {
             char w[160];
 
@@ -525,6 +584,8 @@ static void on_conn_closed(uv_handle_t *h)
     rx_release(c);
     list_del(&c->node);
     l->n_conns--;
+    assert(!list_linked(&c->quota_waiter.node));
+    budget_producer_put(l->d, c->budget);
     free(c);
     maybe_stopped(l);
 }
@@ -603,6 +664,8 @@ static void on_accepted(struct unixsock *u, int fd)
     c->poll.data = c;
     c->state = CONN_READING;
     list_init(&c->paused_node);
+    list_init(&c->quota_waiter.node);
+    c->quota_waiter.resume = on_quota_resume;
     list_add_tail(&l->conns, &c->node);
     l->n_conns++;
     d->stats.syslog_stream_connections++;
@@ -801,6 +864,7 @@ void syslog_stream_stop(struct syslog_stream *l, void (*cb)(void *data), void *d
         next = p->next;
         if (c->state == CONN_CLOSING)
             continue;
+        c->quota_hold = false; /* the drain waits for no quota: over it, dropped */
         r = read_some(c, SIZE_MAX, DRAIN_MAX_BYTES, false, &how);
         if (r < 0)
             framing_failed(c, r);

@@ -383,6 +383,46 @@ static void test_idle_seal(void **state)
     free(producer);
 }
 
+/* A datagram producer over its quota: what does not fit is dropped and
+ * counted, never blocking the socket; another producer goes on; what was
+ * stored plus what was dropped is what was sent. */
+static void test_quota_drops(void **state)
+{
+    struct harness *h = *state;
+    char *producer = syslog_producer_of("quotag"), *other = syslog_producer_of("otherg");
+    struct syslog_recs r;
+    uint64_t dropped;
+    size_t stored = 0;
+
+    start_with_syslog(h, "[producer_quotas]\nquotag.u* = 16K\n");
+    for (int i = 0; i < 1000; i++) {
+        char m[128];
+
+        snprintf(m, sizeof(m), "<13>quotag: message %04d of a producer over its quota", i);
+        send_text(h, m);
+    }
+    send_text(h, "<13>otherg: not held up");
+    for (int waited = 0; syslog_status(h, NULL, "datagrams") < 1001; waited += 10) {
+        if (waited > 10000)
+            fail_msg("the daemon read %" PRIu64 " of 1001 datagrams in 10 s",
+                     syslog_status(h, NULL, "datagrams"));
+        usleep(10000);
+    }
+    dropped = syslog_status(h, "dropped", "refused");
+    syslog_stop_clean(h);
+    r = syslog_read_spool(h);
+    syslog_expect_once(&r, "syslog-datagram", other, "<13>otherg: not held up", 23);
+    for (size_t i = 0; i < r.n; i++)
+        if (strstr(r.v[i].producer, "quotag"))
+            stored++;
+    assert_true(stored > 0 && stored < 1000);
+    assert_int_equal(stored + dropped, 1000);
+    assert_true(harness_log_has(h, "refused by the disk budget (its quota)"));
+    syslog_recs_free(&r);
+    free(producer);
+    free(other);
+}
+
 /* Beyond max_producers, the shard of the producer idle longest is sealed
  * at once (the idle time is far off). */
 static void test_max_producers(void **state)
@@ -728,6 +768,7 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_activation_mismatch, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_quota_drops, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_memory_backpressure, harness_setup,
                                         harness_teardown),
     };

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -642,6 +643,101 @@ static void test_backpressure(void **state)
     /* The writes never complete: the teardown kills the daemon. */
 }
 
+/* The count of lines holding needle in what logctl cat prints of every
+ * merged file and of done/. */
+static size_t count_everywhere(struct harness *h, const char *needle)
+{
+    char *merged_dir = harness_path(h->spool, "merged");
+    struct dirent **names = NULL;
+    int n = scandir(merged_dir, &names, NULL, alphasort);
+    size_t count = 0;
+
+    for (int i = 0; i <= n; i++) {
+        struct harness_run r;
+        char *path = NULL;
+
+        if (i < n && names[i]->d_name[0] == '.') {
+            free(names[i]);
+            continue;
+        }
+        if (i < n)
+            path = harness_path(merged_dir, names[i]->d_name);
+        r = i < n ? harness_run_logctl(h, "cat", path, NULL)
+                  : harness_run_logctl(h, "cat", "--spool", h->spool, NULL);
+        harness_expect_code(&r, 0, "logctl cat");
+        for (const char *p = r.out; p && (p = strstr(p, needle)); p++)
+            count++;
+        harness_run_free(&r);
+        free(path);
+        if (i < n)
+            free(names[i]);
+    }
+    free(names);
+    free(merged_dir);
+    return count;
+}
+
+/* Sends from *sent up to total bytes of buf without blocking, for as long
+ * as the daemon takes them within a second of each other. */
+static void send_while_taken(int fd, const char *buf, size_t total, size_t *sent)
+{
+    while (*sent < total) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        ssize_t n;
+
+        if (poll(&p, 1, 1000) == 0)
+            return;
+        n = send(fd, buf + *sent, total - *sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        assert_true(n > 0);
+        *sent += (size_t)n;
+    }
+}
+
+/* A stream connection over its producer's quota (over_quota = wait) is
+ * not read: the sender is held by its socket buffer, not dropped. Each
+ * merge --delete frees room and it goes on; every message is stored once. */
+static void test_quota_waits(void **state)
+{
+    struct harness *h = *state;
+    const size_t messages = 100000;
+    size_t len = 0, sent = 0;
+    char *buf = malloc(messages * 40);
+    int fd;
+
+    assert_non_null(buf);
+    for (size_t i = 0; i < messages; i++)
+        len += (size_t)sprintf(buf + len, "<13>quotad: message %07zu\n", i);
+    start_with_stream(h, "[shard]\nmax_shard_bytes = 64K\n"
+                         "[producer_quotas]\nquotad.u* = 512K\n");
+    fd = connect_stream(h);
+    send_while_taken(fd, buf, len, &sent);
+    if (sent >= len)
+        fail_msg("all %zu bytes were taken against a quota of 512K", sent);
+    if (!harness_wait_log(h, "is at its quota", 10000))
+        fail_msg("the quota wait was not logged");
+    {
+        struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
+                                                  h->admin_sock, NULL);
+        harness_expect_code(&r, 0, "logctl status --json");
+        harness_expect_in(r.out, "\"producers_waiting\":1", "status shows the wait");
+        harness_run_free(&r);
+    }
+    for (int round = 0; round < 200 && sent < len; round++) {
+        struct harness_run r = harness_run_logctl(h, "merge", "--spool", h->spool, "--delete",
+                                                  NULL);
+        harness_expect_code(&r, 0, "logctl merge --delete");
+        harness_run_free(&r);
+        send_while_taken(fd, buf, len, &sent);
+    }
+    assert_int_equal(sent, len);
+    close(fd);
+    syslog_stop_clean(h);
+    assert_int_equal(count_everywhere(h, "quotad: message "), messages);
+    free(buf);
+}
+
 /* SIGTERM while peers are connected: what they wrote is stored, a last
  * line without its line end too, and the shards are sealed. */
 static void test_drain(void **state)
@@ -745,6 +841,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rotate, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_access_and_limits, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_backpressure, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_quota_waits, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_drain, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, harness_teardown),
     };
