@@ -91,6 +91,7 @@ struct budget {
     uint64_t free_sample, taken_at_sample;
     bool free_known;
     uint64_t refused_budget, quota_pauses;
+    uint64_t freed_bytes; /* files gone from the followed directories */
 };
 
 /* ---- tables ---- */
@@ -283,6 +284,7 @@ static void file_remove(struct daemon *d, struct budget_file *f)
     struct budget *b = d->budget;
 
     table_del(&b->files, f);
+    b->freed_bytes += f->size;
     b->dirs[f->dir].bytes -= f->size;
     b->dirs[f->dir].files--;
     free(f);
@@ -755,6 +757,7 @@ void budget_figures(const struct daemon *d, struct budget_figures *ret)
     ret->free_bytes = b->free_known ? free_estimate(b) : 0;
     ret->refused_budget = b->refused_budget;
     ret->quota_pauses = b->quota_pauses;
+    ret->freed_bytes = b->freed_bytes;
     for (size_t i = 0; i < b->producers.n_buckets; i++)
         for (const struct budget_producer *p = b->producers.buckets[i]; p; p = p->hash_next)
             if (!list_empty(&p->waiters))

@@ -93,6 +93,8 @@ struct budget_figures {
     uint64_t refused_budget;   /* frames and messages refused by the spool budget */
     uint64_t producers_waiting; /* producers over quota with connections waiting */
     uint64_t quota_pauses;     /* times a producer started waiting */
+    uint64_t freed_bytes;      /* of files that left done/, merged/, quarantine/ since
+                                  start: merge --delete, ship, prune */
 };
 void budget_figures(const struct daemon *d, struct budget_figures *ret);
 

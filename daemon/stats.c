@@ -467,6 +467,7 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_member_u64(o, "refused_budget", f->budget.refused_budget);
     json_member_u64(o, "producers_waiting", f->budget.producers_waiting);
     json_member_u64(o, "quota_pauses", f->budget.quota_pauses);
+    json_member_u64(o, "freed_bytes", f->budget.freed_bytes);
     json_key(o, "producers");
     json_arr_begin(o);
     for (size_t i = 0; i < f->n_producers; i++) {
@@ -683,6 +684,10 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                "Frames and syslog messages refused since start because the spool was at "
                "spool_budget_bytes or its filesystem at spool_min_free_bytes.",
                f->budget.refused_budget);
+    metric_u64(out, "logshard_budget_freed_bytes_total", "counter",
+               "Bytes of files that left done/, merged/ and quarantine/ since start (logctl "
+               "merge --delete, the shipper, logctl prune).",
+               f->budget.freed_bytes);
     metric_u64(out, "logshard_quota_pauses_total", "counter",
                "Times since start a producer's connections began to wait for its quota.",
                f->budget.quota_pauses);

@@ -90,7 +90,9 @@ static void print_budget(const struct json_value *b)
         logctl_format_size(json_get_u64(b, "spool_min_free_bytes", 0), false, e, sizeof(e));
         printf("; %s free, keeping %s", c, e);
     }
-    printf("; %" PRIu64 " refused by it\n", json_get_u64(b, "refused_budget", 0));
+    logctl_format_size(json_get_u64(b, "freed_bytes", 0), false, c, sizeof(c));
+    printf("; %" PRIu64 " refused by it; %s freed since start\n",
+           json_get_u64(b, "refused_budget", 0), c);
     for (size_t i = 0; ps && ps->type == JSON_ARRAY && i < ps->n; i++)
         if (json_get_u64(&ps->items[i], "quota_bytes", 0))
             quotas++;

@@ -241,6 +241,14 @@ static void test_quota_wait_beside_good_producers(void **state)
     assert_true(status >= 0);
     harness_assert_clean_exit(status);
     assert_true(harness_log_has(h, "producer flood is under its quota again"));
+    {
+        /* What the merges removed from done/ was seen and counted. */
+        struct harness_run r = status_json(h);
+        harness_expect_code(&r, 0, "logctl status --json");
+        assert_non_null(strstr(r.out, "\"freed_bytes\":"));
+        assert_null(strstr(r.out, "\"freed_bytes\":0,"));
+        harness_run_free(&r);
+    }
     assert_int_equal(harness_stop(h, SIGTERM, 20000), 0);
 
     text = all_records(h, &len);
