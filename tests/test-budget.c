@@ -1,5 +1,5 @@
 /* The disk budget against the real daemon and the real library:
- *  - a flooder over its quota (over_quota = wait) beside good producers:
+ *  - a flooder over its quota (over_quota = wait) beside 8 good producers:
  *    the flooder's connection waits, the others finish their flushes, the
  *    status says who waits, a merge --delete frees the flooder's share and
  *    it goes on by itself; every record arrives once;
@@ -34,7 +34,7 @@
 #include "logshard.h"
 
 #define RECORD_BYTES 128
-#define GOOD_PRODUCERS 4
+#define GOOD_PRODUCERS 8
 #define GOOD_RECORDS 2000
 
 /* Connects producer name. The tests set max_frame_bytes to 16K: a quota is
