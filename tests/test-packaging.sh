@@ -401,9 +401,9 @@ boot_step() {
         echo "  no python3 in the container: no stand-in for rsyslog, its commands are left out"
     fi
 
-    # The switch. systemd 252 refuses to start a socket unit while the
-    # service it triggers runs; one systemctl call that restarts both orders
-    # the service's stop before the socket's start.
+    # The switch, with the commands of README.md. systemd 252 refuses to
+    # start a socket unit while the service it triggers runs; a stop, then a
+    # transaction of starts only (socket units start before their service).
     ct systemctl start logshardd.service
     if ct systemctl start logshard-syslog.socket 2>/dev/null; then
         echo "  note: this systemd started logshard-syslog.socket while logshardd.service ran"
@@ -416,8 +416,10 @@ boot_step() {
             check "systemctl disable --now rsyslog.service syslog.socket failed"
     fi
     ct systemctl enable logshard-syslog.socket 2>/dev/null || check "systemctl enable logshard-syslog.socket failed"
-    ct systemctl restart logshardd.service logshard-syslog.socket ||
-        check "systemctl restart logshardd.service logshard-syslog.socket failed"
+    ct systemctl stop logshardd.socket logshardd.service ||
+        check "systemctl stop logshardd.socket logshardd.service failed"
+    ct systemctl start logshardd.socket logshard-syslog.socket logshardd.service ||
+        check "systemctl start logshardd.socket logshard-syslog.socket logshardd.service failed"
     [ "$(ct systemctl is-active logshard-syslog.socket logshardd.service | tr '\n' ' ')" = "active active " ] ||
         check "after the switch: logshard-syslog.socket and logshardd.service are $(ct systemctl is-active logshard-syslog.socket logshardd.service | tr '\n' ' ')"
     [ "$(ct stat -c '%U:%G %a' /run/systemd/journal/syslog 2>&1)" = "root:root 666" ] ||
