@@ -54,12 +54,12 @@ PY
 echo "# $P producers x $N records of $S B, fsync=batch, flush every 64; flooder quota $QUOTA"
 printf 'run\trecords/s\tack p99 us\n'
 for i in $(seq "$REPEAT"); do
-    run "alone-$i"
+    run "alone-$i" | tee -a "$dir/table"
     yes "$(printf '%*s' "$S" '' | tr ' ' f)" | "$logctl" send --socket "$dir/sock" --producer flood &
     flood=$!
     for _ in $(seq 600); do waiting && break; sleep 0.05; done
     waiting || { echo "the flooder never reached its quota" >&2; exit 1; }
-    run "flooder-$i"
+    run "flooder-$i" | tee -a "$dir/table"
     kill "$flood" 2>/dev/null || true
     wait "$flood" 2>/dev/null || true
     flood=
@@ -67,3 +67,13 @@ for i in $(seq "$REPEAT"); do
     rm -f "$dir"/spool/merged/*
 done
 grep -c "is at its quota" "$dir/daemon.log" | sed 's/^/# quota waits logged: /'
+python3 - "$dir/table" <<'PY'
+import statistics, sys
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+def med(kind, col):
+    return statistics.median(float(r[col]) for r in rows if r[0].startswith(kind + "-"))
+a_r, f_r = med("alone", 1), med("flooder", 1)
+a_p, f_p = med("alone", 2), med("flooder", 2)
+print(f"median records/s: alone {a_r:.0f}, beside the flooder {f_r:.0f} (ratio {f_r / a_r:.2f})")
+print(f"median ack p99 us: alone {a_p:.0f}, beside the flooder {f_p:.0f} (ratio {f_p / a_p:.2f})")
+PY
