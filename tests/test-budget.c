@@ -49,8 +49,11 @@ static logshard *connect_producer(struct harness *h, const char *name)
 }
 
 /* In a child process: sends n records as name and exits 0 once they are
- * all acknowledged; on an error prints it and exits with the errno. */
-static pid_t start_flooder(struct harness *h, const char *name, uint64_t n)
+ * all acknowledged; on an error prints it and exits with the errno. With
+ * acked_path, it flushes every 256 records and writes there how many are
+ * acknowledged so far (a decimal number, rewritten each time). */
+static pid_t start_flooder_counted(struct harness *h, const char *name, uint64_t n,
+                                   const char *acked_path)
 {
     pid_t pid = fork();
 
@@ -64,6 +67,16 @@ static pid_t start_flooder(struct harness *h, const char *name, uint64_t n)
         for (uint64_t i = 0; r == 0 && i < n; i++) {
             size_t len = harness_make_record(rec, sizeof(rec), name, i, RECORD_BYTES);
             r = logshard_append(ls, rec, len);
+            if (r == 0 && acked_path && (i + 1) % 256 == 0) {
+                r = logshard_flush(ls, 120000);
+                if (r == 0) {
+                    FILE *f = fopen(acked_path, "we");
+                    if (f) {
+                        fprintf(f, "%" PRIu64 "\n", i + 1);
+                        fclose(f);
+                    }
+                }
+            }
         }
         if (r == 0)
             r = logshard_flush(ls, 120000);
@@ -73,6 +86,11 @@ static pid_t start_flooder(struct harness *h, const char *name, uint64_t n)
         _exit(r < 0 ? -r : 0);
     }
     return pid;
+}
+
+static pid_t start_flooder(struct harness *h, const char *name, uint64_t n)
+{
+    return start_flooder_counted(h, name, n, NULL);
 }
 
 /* Sends n records as name and flushes; returns the flush's result. */
@@ -364,6 +382,9 @@ static void test_min_free_on_tmpfs(void **state)
     struct harness *h = *state;
     char *mnt = harness_path(h->dir, "small");
     struct statvfs sv;
+    char *acked_path = NULL, *acked_text, *text;
+    uint64_t acked = 0, seen = 0;
+    size_t len;
     int status;
     pid_t flooder;
 
@@ -381,7 +402,8 @@ static void test_min_free_on_tmpfs(void **state)
     h->spool = harness_path(mnt, "spool");
     harness_write_config(h, "[limits]\nspool_min_free_bytes = 3M\nmax_frame_bytes = 16K\nmax_record_bytes = 4K\n[shard]\nmax_shard_bytes = 64K\n");
     harness_start(h, NULL);
-    flooder = start_flooder(h, "flood", 200000); /* 30 MiB: far more than fits */
+    acked_path = harness_path(h->dir, "flood.acked");
+    flooder = start_flooder_counted(h, "flood", 200000, acked_path); /* 30 MiB: far more than fits */
     status = flooder_status(flooder, 60000);
     assert_true(status >= 0);
     assert_true(WIFEXITED(status));
@@ -399,6 +421,37 @@ static void test_min_free_on_tmpfs(void **state)
         harness_expect_code(&r, 0, "logctl verify --spool");
         harness_run_free(&r);
     }
+    /* Every record acknowledged before the refusal is in the spool, once,
+     * and nothing was stored beyond what was sent. */
+    acked_text = harness_slurp(acked_path, &len);
+    acked = strtoull(acked_text, NULL, 10);
+    assert_true(acked > 0);
+    {
+        struct harness_run r = harness_run_logctl(h, "cat", "--spool", h->spool, NULL);
+        unsigned char *hits = calloc(200000, 1);
+
+        harness_expect_code(&r, 0, "logctl cat --spool");
+        text = r.out;
+        for (const char *line = text; line && *line;) {
+            const char *end = strchr(line, '\n');
+            if (strncmp(line, "flood ", 6) == 0) {
+                uint64_t seq = strtoull(line + 6, NULL, 10);
+                assert_true(seq < 200000);
+                assert_false(hits[seq]);
+                hits[seq] = 1;
+                seen++;
+            }
+            line = end ? end + 1 : NULL;
+        }
+        for (uint64_t i = 0; i < acked; i++)
+            if (!hits[i])
+                fail_msg("record %" PRIu64 " was acknowledged but is not in the spool", i);
+        free(hits);
+        harness_run_free(&r);
+    }
+    assert_true(seen >= acked);
+    free(acked_text);
+    free(acked_path);
     free(h->spool);
     h->spool = harness_path(h->dir, "spool");
     (void)umount2(mnt, MNT_DETACH);
