@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,18 @@
 void json_out_init(struct json_out *o)
 {
     memset(o, 0, sizeof(*o));
+}
+
+void json_out_reset(struct json_out *o)
+{
+    char *buf = o->buf;
+    size_t cap = o->cap;
+
+    memset(o, 0, sizeof(*o));
+    o->buf = buf;
+    o->cap = cap;
+    if (buf)
+        buf[0] = '\0';
 }
 
 void json_out_free(struct json_out *o)
@@ -80,6 +93,17 @@ static void before_value(struct json_out *o)
     if (o->need_comma[o->depth])
         putc_(o, ',');
     o->need_comma[o->depth] = true;
+}
+
+int json_out_peek(const struct json_out *o, const char **ret, size_t *ret_len)
+{
+    if (o->failed)
+        return -ENOMEM;
+    if (o->depth != 0 || o->after_key)
+        return -EINVAL;
+    *ret = o->buf;
+    *ret_len = o->len;
+    return 0;
 }
 
 int json_out_finish(struct json_out *o, char **ret, size_t *ret_len)
@@ -152,12 +176,57 @@ void json_arr_end(struct json_out *o)
     close_(o, ']');
 }
 
+/* Bytes that stand for themselves in a JSON string: printable ASCII but
+ * the quote and the backslash. Runs of them are copied whole. */
+static const bool json_plain[256] = {
+    [0x20] = true, [0x21] = true, [0x23 ... 0x5b] = true, [0x5d ... 0x7e] = true,
+};
+
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* Whether all eight bytes of w are plain: none below 0x20, none from 0x80,
+ * no quote, no backslash (each test sets a byte's high bit where it
+ * fails). */
+static bool word_plain(uint64_t w)
+{
+    uint64_t below_space = (w - ONES * 0x20) & ~w;
+    uint64_t quote = w ^ (ONES * '"'), backslash = w ^ (ONES * '\\');
+
+    quote = (quote - ONES) & ~quote;
+    backslash = (backslash - ONES) & ~backslash;
+    return ((below_space | quote | backslash | w) & HIGHS) == 0;
+}
+
+/* The length of the run of plain bytes at p[0..n). */
+static size_t plain_run(const unsigned char *p, size_t n)
+{
+    size_t j = 0;
+
+    for (; j + 8 <= n; j += 8) {
+        uint64_t w;
+
+        memcpy(&w, p + j, 8);
+        if (!word_plain(w))
+            break;
+    }
+    while (j < n && json_plain[p[j]])
+        j++;
+    return j;
+}
+
 static void put_escaped(struct json_out *o, const unsigned char *p, size_t n)
 {
     putc_(o, '"');
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
-        size_t l;
+        size_t l, j = i + plain_run(p + i, n - i);
+
+        if (j > i) {
+            put(o, (const char *)p + i, j - i);
+            i = j;
+            continue;
+        }
 
         if (c == '"' || c == '\\') {
             char e[2] = { '\\', (char)c };
@@ -212,10 +281,22 @@ void json_cstr(struct json_out *o, const char *s)
     json_str(o, s, strlen(s));
 }
 
+/* Decimal digits of v into the end of buf[0..24); returns where they start. */
+static char *u64_digits(uint64_t v, char *end)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
 void json_u64(struct json_out *o, uint64_t v)
 {
+    char buf[24], *start = u64_digits(v, buf + sizeof(buf));
+
     before_value(o);
-    putf(o, "%" PRIu64, v);
+    put(o, start, (size_t)(buf + sizeof(buf) - start));
 }
 
 void json_i64(struct json_out *o, int64_t v)

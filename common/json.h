@@ -35,6 +35,15 @@ struct json_out {
 void json_out_init(struct json_out *o);
 void json_out_free(struct json_out *o);
 
+/* Empties o for the next text, keeping its buffer (for a writer that
+ * formats many texts one after the other). */
+void json_out_reset(struct json_out *o);
+
+/* The text so far (NUL-terminated; NULL while empty) and its length,
+ * without handing it over; -ENOMEM after a failed allocation, -EINVAL
+ * while an object or array is open. */
+int json_out_peek(const struct json_out *o, const char **ret, size_t *ret_len);
+
 /* Hands over the text, NUL-terminated: *ret (free it) and its length.
  * Returns 0, or -ENOMEM when an append failed, -EINVAL when an object or
  * array was left open (o is freed either way). */

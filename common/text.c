@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* ---- UTF-8 ---- */
@@ -48,7 +49,21 @@ bool utf8_valid(const void *s, size_t n)
     const unsigned char *p = s;
 
     for (size_t i = 0; i < n;) {
-        size_t l = utf8_sequence_len(p + i, n - i);
+        size_t l;
+
+        if (p[i] < 0x80) { /* ASCII, the common case: then eight bytes at a time */
+            i++;
+            while (i + 8 <= n) {
+                uint64_t w;
+
+                memcpy(&w, p + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+                i += 8;
+            }
+            continue;
+        }
+        l = utf8_sequence_len(p + i, n - i);
         if (!l)
             return false;
         i += l;

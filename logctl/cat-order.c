@@ -19,7 +19,15 @@
  * is read whole, front to back, at its place, as cat always read files: the
  * damage is reported when it is read, and nothing more is said. Nothing
  * here prints; the files are opened through the caller's function, once to
- * index them (quietly) and again to print them. */
+ * index them (quietly) and again to print them.
+ *
+ * The index also lets the filters skip a sealed shard unread: one of
+ * another producer, one whose newest record (the trailer's newest_ns, an
+ * upper bound) is before --since, and one created (the header's time)
+ * more than TIME_SLACK_NS after --until. A record is received moments
+ * before the shard it opens is created, never more; the slack covers that
+ * and a small step of the clock. What a skipped shard holds is not read,
+ * so damage in it is not reported (logctl verify reads everything). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +39,10 @@
 #include "shard_format.h"
 #include "shard_order.h"
 
+/* How much earlier than its shard's creation time a record's receive time
+ * may be (see above). */
+#define TIME_SLACK_NS (10ull * 1000000000ull)
+
 struct cat_unit {
     size_t file;
     bool whole;           /* read the whole file from offset 0 */
@@ -39,6 +51,8 @@ struct cat_unit {
     uint8_t stream_id[SHARD_STREAM_ID_SIZE];
     uint64_t first_position;
     char producer[WIRE_PRODUCER_NAME_MAX + 1];
+    bool sealed; /* found from its trailer: the two times below are known */
+    uint64_t created_ns, newest_ns;
 };
 
 struct unit_list {
@@ -86,7 +100,8 @@ static int index_sealed(int fd, uint64_t size, size_t file, struct unit_list *u)
         struct shard_header h;
         struct cat_unit *x;
         uint64_t start;
-        int r = shard_locate_before(fd, end, &start, &h, NULL);
+        struct shard_trailer t;
+        int r = shard_locate_before(fd, end, &start, &h, &t);
 
         if (r < 0) {
             u->n = first;
@@ -101,6 +116,9 @@ static int index_sealed(int fd, uint64_t size, size_t file, struct unit_list *u)
         x->offset = start;
         x->len = end - start;
         set_key(x, &h);
+        x->sealed = true;
+        x->created_ns = h.created_ns;
+        x->newest_ns = t.newest_ns;
         end = start;
     }
     /* Found last first; the places in the given order are by offset. */
@@ -183,6 +201,11 @@ int cat_files_in_order(size_t n_files, cat_open_fn open_file, void *ctx,
     for (size_t k = 0; k < u.n && r == 0; k++) {
         const struct cat_unit *x = &u.v[order[k]];
         int rc;
+
+        if (x->sealed && (!cat_wants_producer(o, x->producer) || x->newest_ns < o->since_ns ||
+                          (x->created_ns > TIME_SLACK_NS &&
+                           x->created_ns - TIME_SLACK_NS > o->until_ns)))
+            continue;
 
         /* Shards of one file often follow each other: one open serves them. */
         if (x->file != fd_file) {
