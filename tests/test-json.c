@@ -612,6 +612,59 @@ static void test_writer_edges(void **state)
 
 /* A document written with every kind of value, read back: the same values,
  * and written again from the tree, the same text. */
+/* The writer copies runs of plain bytes eight at a time: every byte that
+ * needs escaping (or is not UTF-8), at every place in a string long enough
+ * for several words, comes out as one byte at a time would give it. */
+static void expect_escaped_one(const unsigned char *in, size_t n)
+{
+    char want[512], *got = NULL;
+    size_t w = 0, len;
+    struct json_out o;
+
+    want[w++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = in[i];
+
+        if (c == '"' || c == '\\') {
+            want[w++] = '\\';
+            want[w++] = (char)c;
+        } else if (c == '\n') {
+            memcpy(want + w, "\\n", 2);
+            w += 2;
+        } else if (c < 0x20) {
+            w += (size_t)snprintf(want + w, sizeof(want) - w, "\\u%04x", c);
+        } else if (c >= 0x80) {
+            memcpy(want + w, "\xef\xbf\xbd", 3); /* a lone byte: U+FFFD */
+            w += 3;
+        } else {
+            want[w++] = (char)c;
+        }
+    }
+    want[w++] = '"';
+    json_out_init(&o);
+    json_str(&o, in, n);
+    assert_int_equal(json_out_finish(&o, &got, &len), 0);
+    assert_int_equal(len, w);
+    assert_memory_equal(got, want, w);
+    free(got);
+}
+
+static void test_writer_escapes_in_runs(void **state)
+{
+    static const unsigned char specials[] = { '"', '\\', '\n', 0x01, 0x1f, 0x7f, 0x80, 0xff };
+    unsigned char s[40];
+    (void)state;
+
+    for (size_t k = 0; k < sizeof(specials); k++)
+        for (size_t at = 0; at < sizeof(s); at++) {
+            for (size_t i = 0; i < sizeof(s); i++)
+                s[i] = (unsigned char)('a' + i % 26);
+            s[at] = specials[k];
+            expect_escaped_one(s, sizeof(s));
+            expect_escaped_one(s, at + 1); /* the special byte last */
+        }
+}
+
 static void test_round_trip(void **state)
 {
     static const double doubles[] = { 0.1, -2.5, 1e-300, 5e-324, 1.7976931348623157e308,
@@ -688,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_json_members),
         cmocka_unit_test(test_json_writer_unbalanced),
         cmocka_unit_test(test_writer_edges),
+        cmocka_unit_test(test_writer_escapes_in_runs),
         cmocka_unit_test(test_json_parse),
         cmocka_unit_test(test_json_parse_refused),
         cmocka_unit_test(test_parse_admin_messages),
