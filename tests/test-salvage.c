@@ -227,30 +227,34 @@ static void test_bogus_length(void **state)
         write_file(file, m.b.p, m.b.len);
         memcpy(m.b.p + m.rec[0][100], saved, 4);
 
-        /* The issue: goodc's records, in a later shard, were all lost. */
+        /* The issue: goodc's records, in a later shard, were all lost.
+         * The damaged shard is another producer's: found from the
+         * trailers, it is not read at all for --producer goodc. */
         r = harness_run_logctl(h, "cat", "--producer", "goodc", file, NULL);
-        harness_expect_code(&r, 1, what);
+        harness_expect_code(&r, 0, what);
         assert_int_equal(count_lines(r.out, "goodc "), PER_SHARD);
         assert_int_equal(count_lines(r.out, ""), PER_SHARD);
         expect_records(r.out, "goodc", 0, PER_SHARD, what);
+        assert_true(r.err == NULL || r.err[0] == '\0');
+        harness_run_free(&r);
+
+        /* Every record but the damaged shard's rest. */
         snprintf(want, sizeof(want),
                  "at offset %zu: skipped %zu bytes of shard bada.0000000000000001, up to the "
                  "next shard header at offset %zu",
                  m.rec[0][100], m.start[1] - m.rec[0][100], m.start[1]);
-        harness_expect_in(r.err, want, what);
-        harness_run_free(&r);
-
-        /* Every record but the damaged shard's rest. */
         r = harness_run_logctl(h, "cat", file, NULL);
         harness_expect_code(&r, 1, what);
+        harness_expect_in(r.err, want, what);
         assert_int_equal(count_lines(r.out, ""), 100 + 2 * PER_SHARD);
         expect_records(r.out, "bada", 0, 100, what);
         expect_records(r.out, "goodb", 0, PER_SHARD, what);
         harness_run_free(&r);
 
-        /* Filters work on what follows the damage. */
+        /* Filters work on what follows the damage; the damaged shard's
+         * newest record is before --since, so it is not read. */
         r = harness_run_logctl(h, "cat", "--since", "@1800002250", "--json", file, NULL);
-        harness_expect_code(&r, 1, what);
+        harness_expect_code(&r, 0, what);
         assert_int_equal(count_lines(r.out, "{\"producer\":\"goodc\""), 250);
         assert_int_equal(count_lines(r.out, ""), 250); /* skips are not on stdout */
         harness_run_free(&r);
