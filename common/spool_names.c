@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 static const char *suffix_of(enum spool_kind kind)
@@ -382,5 +383,45 @@ int spool_positions_name_parse(const char *name, struct spool_positions_name *re
     ret->ns = ns;
     ret->nonce = nonce;
     ret->temp = temp;
+    return 0;
+}
+
+int spool_merge_lock(int spool_fd, int *ret_fd, long *ret_holder)
+{
+    char buf[32];
+    int fd, len;
+
+    *ret_holder = 0;
+    fd = openat(spool_fd, SPOOL_MERGE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        ssize_t n;
+
+        if (e == EWOULDBLOCK) {
+            /* The pid is only for a message; it may be missing or half
+             * written if the holder has just started. */
+            n = pread(fd, buf, sizeof(buf) - 1, 0);
+            if (n > 0) {
+                char *end;
+                long pid;
+
+                buf[n] = '\0';
+                errno = 0;
+                pid = strtol(buf, &end, 10);
+                if (errno == 0 && end != buf && (*end == '\n' || *end == '\0') && pid > 0)
+                    *ret_holder = pid;
+            }
+        }
+        (void)close(fd); /* never locked */
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
+        /* Ignored: the lock is what matters; a missing pid only makes the
+         * message of whoever finds it held shorter. */
+    }
+    *ret_fd = fd;
     return 0;
 }

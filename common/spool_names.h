@@ -45,6 +45,14 @@
  * (docs/MERGE.md), the intent's name before it is published, and the stamp
  * of recovery's full check of done/ with the temp name it is written under. */
 #define SPOOL_MERGE_LOCK "merge.lock"
+
+/* Takes <spool>/merge.lock, the lock of logctl merge and logctl prune,
+ * without waiting, and writes this process's pid into it for the message
+ * of whoever finds it held. 0 with the locked descriptor in *ret_fd;
+ * -EBUSY when another process holds it, with that process's pid in
+ * *ret_holder (0 when it wrote none); another negative errno when the file
+ * cannot be opened or locked. */
+int spool_merge_lock(int spool_fd, int *ret_fd, long *ret_holder);
 #define SPOOL_MERGE_INTENT "merge.intent"
 #define SPOOL_MERGE_INTENT_TMP "merge.intent.tmp"
 #define SPOOL_DONE_CHECKED "done.checked"

@@ -305,9 +305,7 @@ static void forget_file(struct daemon *d, enum budget_dir dir, const char *name)
     if (p) {
         p->sealed_bytes -= size;
         p->sealed_files--;
-        p->refs++;
-        budget_producer_put(d, p); /* the file's reference */
-        producer_maybe_release(d, p);
+        producer_maybe_release(d, p); /* p lives on: the file's reference */
         budget_producer_put(d, p);
     }
 }

@@ -174,35 +174,13 @@ static const char *dir_error(int r)
 static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct prune_result *res)
 {
     _cleanup_free_ char *path = path_join(spool, SPOOL_MERGE_LOCK);
-    char buf[32];
-    int fd, len;
+    long pid;
+    int r;
 
     if (!path)
         return fail(res, -ENOMEM, "out of memory");
-    fd = openat(spool_fd, SPOOL_MERGE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (fd < 0)
-        return fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        long pid = 0;
-        ssize_t n;
-        char *end;
-
-        if (e != EWOULDBLOCK) {
-            (void)close(fd); /* never locked; the flock error is the news */
-            return fail(res, -e, "%s: flock: %s", path, strerror(e));
-        }
-        /* The holder's pid, when it wrote one (merge and prune do), only
-         * for the message. */
-        n = pread(fd, buf, sizeof(buf) - 1, 0);
-        (void)close(fd); /* read only */
-        if (n > 0) {
-            buf[n] = '\0';
-            errno = 0;
-            pid = strtol(buf, &end, 10);
-            if (errno != 0 || end == buf || (*end != '\n' && *end != '\0') || pid <= 0)
-                pid = 0;
-        }
+    r = spool_merge_lock(spool_fd, ret_fd, &pid);
+    if (r == -EBUSY) {
         res->lock_busy = true;
         if (pid > 0)
             return fail(res, -EBUSY,
@@ -215,12 +193,8 @@ static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct prune
                     "another prune); nothing was removed: run again once it is done",
                     path);
     }
-    len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
-        /* Ignored: the lock is what matters; a missing pid only makes the
-         * message of whoever finds it held shorter. */
-    }
-    *ret_fd = fd;
+    if (r < 0)
+        return fail(res, r, "%s: %s", path, strerror(-r));
     return 0;
 }
 

@@ -85,51 +85,21 @@ int merge_fail(struct merge_result *res, int err, const char *fmt, ...)
 static int lock_spool(int spool_fd, const char *spool, int *ret_fd, struct merge_result *res)
 {
     _cleanup_free_ char *path = path_join(spool, SPOOL_MERGE_LOCK);
-    char buf[32];
-    int fd;
+    long pid;
+    int r;
 
     if (!path)
         return merge_fail(res, -ENOMEM, "out of memory");
-    fd = openat(spool_fd, SPOOL_MERGE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (fd < 0)
-        return merge_fail(res, -errno, "%s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        ssize_t n;
-        char *end;
-        long pid = 0;
-
-        if (e != EWOULDBLOCK) {
-            (void)close(fd); /* never locked; the flock error is the news */
-            return merge_fail(res, -e, "%s: flock: %s", path, strerror(e));
-        }
-        /* The pid is only for the message; it may be missing or half
-         * written if the holder has just started. */
-        n = pread(fd, buf, sizeof(buf) - 1, 0);
-        (void)close(fd); /* read-only use */
-        if (n > 0) {
-            buf[n] = '\0';
-            errno = 0;
-            pid = strtol(buf, &end, 10);
-            if (errno != 0 || end == buf || (*end != '\n' && *end != '\0') || pid <= 0)
-                pid = 0;
-        }
-        if (pid > 0)
-            return merge_fail(res, -EBUSY,
-                              "another logctl merge is running on %s (pid %ld holds %s)",
-                              spool, pid, path);
+    r = spool_merge_lock(spool_fd, ret_fd, &pid);
+    if (r == -EBUSY && pid > 0)
+        return merge_fail(res, -EBUSY,
+                          "another logctl merge is running on %s (pid %ld holds %s)",
+                          spool, pid, path);
+    if (r == -EBUSY)
         return merge_fail(res, -EBUSY, "another logctl merge is running on %s (it holds %s)", spool,
                           path);
-    }
-    {
-        int len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-
-        if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
-            /* Ignored: the lock is what matters, and a missing pid only
-             * makes the message of a merge that finds it busy shorter. */
-        }
-    }
-    *ret_fd = fd;
+    if (r < 0)
+        return merge_fail(res, r, "%s: %s", path, strerror(-r));
     return 0;
 }
 
