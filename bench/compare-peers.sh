@@ -22,7 +22,10 @@
 #                    (default: build-cmp, else build, in the source tree)
 #   REPEAT=R         timed runs per system and workload (default 5; QUICK: 1)
 #   WORKLOADS="..."  a subset of: w1 w8 w64 w8k d1 d8 d64 s8 s64 g8
-#                    (default: all), and/or workloads of your own written
+#                    (default: all), "sweep" (the producer-count sweep: 1,
+#                    8, 64, 256 and 1,000 producers of 128 B records, the
+#                    same records in all, without and with sync), and/or
+#                    workloads of your own written
 #                    P:S:N:MODE, e.g. 16:512:100000:nosync or
 #                    32:128:3000:durable (P producers, S-byte records with S
 #                    from 64 to 8192, N per producer; MODE as below)
@@ -85,7 +88,18 @@ def d64 64 128  "${N_D64:-1920}"   durable "64 x 128 B, durable"
 def s8  8  128  "${N_S8:-250000}"  syslog  "8 x 128 B syslog stream, no sync"
 def s64 64 128  "${N_S64:-31250}"  syslog  "64 x 128 B syslog stream, no sync"
 def g8  8  128  "${N_G8:-50000}"   dgram   "8 x 128 B syslog datagrams, no sync"
-read -r -a WORKLOAD_LIST <<< "${WORKLOADS:-${ALL_WORKLOADS[*]}}"
+# The sweep: the same 2,000,000 records (no sync) and 64,000 (durable,
+# every producer flushing at least once) spread over more and more
+# producers, so that records/s compare across producer counts.
+SWEEP_COUNTS=(1 8 64 256 1000)
+sweep_workloads() {
+    local p
+    for p in "${SWEEP_COUNTS[@]}"; do printf '%s ' "$p:128:$(( 2000000 / p )):nosync"; done
+    for p in "${SWEEP_COUNTS[@]}"; do printf '%s ' "$p:128:$(( 64000 / p )):durable"; done
+}
+WORKLOADS=${WORKLOADS:-${ALL_WORKLOADS[*]}}
+WORKLOADS=${WORKLOADS//sweep/$(sweep_workloads)}
+read -r -a WORKLOAD_LIST <<< "$WORKLOADS"
 for w in "${WORKLOAD_LIST[@]}"; do
     if [[ $w =~ ^([0-9]+):([0-9]+):([0-9]+):(nosync|durable)$ ]] && [[ -z ${WL_P[$w]:-} ]]; then
         p=$((10#${BASH_REMATCH[1]})) s=$((10#${BASH_REMATCH[2]})) n=$((10#${BASH_REMATCH[3]}))

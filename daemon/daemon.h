@@ -48,6 +48,7 @@ struct daemon_stats {
     uint64_t refused_admin;   /* admin peers that were neither root nor the daemon's uid */
     uint64_t streams_resumed; /* connections that resumed a known stream */
     uint64_t streams_refused; /* resumes refused: unknown stream, wrong uid or name */
+    uint64_t read_turns; /* times a producer connection waited for its turn to be read */
     uint64_t records_duplicate; /* records below their stream's position: acknowledged, not written */
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 
@@ -144,6 +145,11 @@ struct daemon {
     uint64_t open_shards;
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;
+    /* Bytes the producer connections may still read in this loop tick, and
+     * the connections waiting for their turn (session-recv.c). */
+    int64_t rx_budget;
+    struct list_node rx_turns;
+    uv_idle_t rx_turn_idle; /* keeps the loop from blocking while some wait */
     struct list_node shards;       /* every shard not yet sealed */
     struct list_node shard_subscribers; /* struct shard_subscriber.node (shard-events.h) */
     struct shard_subscriber sessions_on_shards;  /* session.c's */

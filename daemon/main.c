@@ -248,6 +248,15 @@ static const struct recovery_ops recovery_ops = {
     .progress = on_recovery_progress,
 };
 
+/* Each loop tick ends here, before the I/O is handed over: the connections
+ * that waited for their turn are read, then every shard with records
+ * waiting queues its write. */
+static void before_submit(void *data)
+{
+    session_rx_take_turns(data);
+    shard_write_dirty(data);
+}
+
 static int run(struct daemon *d)
 {
     const char *io_why = NULL;
@@ -303,7 +312,7 @@ static int run(struct daemon *d)
     if (io_backend_in_use(d->io) == IO_BACKEND_THREADS && io_why)
         log_warning("io_uring unavailable (%s); writing through the thread pool instead",
                     io_why);
-    io_set_before_submit(d->io, shard_write_dirty, d);
+    io_set_before_submit(d->io, before_submit, d);
     session_init(d);
 
     /* Asked once, and the environment cleared: each input takes its own

@@ -8,7 +8,9 @@
  * added about a fifth to the daemon's RSS beyond the buffers it counts.
  * A released buffer goes to a small pool, so the next burst reuses its
  * pages instead of faulting fresh ones in; beyond the pool it is unmapped,
- * which gives its memory back at once. */
+ * which gives its memory back at once. The sessions' receive buffers (an
+ * unfinished frame between reads) are such mappings too, from the same
+ * pool. */
 #include "memory.h"
 
 #include <errno.h>

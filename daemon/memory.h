@@ -13,10 +13,12 @@
 
 struct daemon;
 
-/* Released batch buffers kept for reuse: mapped memory whose pages are
- * already there, so a new burst does not fault them in again. The pool's
- * bytes do not count towards memory_limit_bytes: nobody holds them. */
-#define BATCH_POOL_SLOTS 16u
+/* Released batch and receive buffers kept for reuse: mapped memory whose
+ * pages are already there, so a new burst does not fault them in again.
+ * Slots for as many buffers as a tick's reading fills (session-recv.c);
+ * the pool's bytes do not count towards memory_limit_bytes: nobody holds
+ * them. */
+#define BATCH_POOL_SLOTS 128u
 #define BATCH_POOL_MAX_BYTES (16u * 1024u * 1024u)
 struct batch_pool {
     struct {

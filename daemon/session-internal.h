@@ -46,6 +46,8 @@ enum session_rx {
     RX_GATED,   /* held by the always gate: a frame waits for the last sync */
     RX_PAUSED,  /* over its own or the daemon's budget; on d->paused_sessions */
     RX_QUOTA,   /* its producer is at its disk quota: waits on it (budget.h) */
+    RX_TURN,    /* has more to read, but the loop tick's read budget is spent:
+                 * waits its turn on d->rx_turns, read first at the next tick */
 };
 
 /* What the connection's output has got to: WELCOME, then ACKs, then the
@@ -94,7 +96,11 @@ struct session {
      * holds no receive buffer; reads land in the daemon's shared one. */
     unsigned char *rx_buf;
     size_t rx_len, rx_cap;
+    size_t rx_need; /* the size of the incomplete frame rx_buf begins, once its header
+                     * is in (0 before): reads end where it does */
     struct list_node paused_node; /* d->paused_sessions while RX_PAUSED */
+    struct list_node turn_node;   /* d->rx_turns while RX_TURN */
+    bool turn_over; /* on_alloc found the tick's budget spent: defer, not fail */
     /* The producer's share of the disk budget, from HELLO on (NULL
      * before), and the session's place among its waiters while RX_QUOTA. */
     struct budget_producer *budget;

@@ -18,12 +18,24 @@
  * sessions were paused. The disk budget (budget.h) is checked before each
  * APPEND: a producer at its quota waits (over_quota = wait; the frame
  * stays in the buffer, unread past it, until budget.c calls back) or is
- * refused; a spool at its budget refuses the frame. */
+ * refused; a spool at its budget refuses the frame.
+ *
+ * Connections take turns. libuv reads a readable connection again and
+ * again while each read fills its buffer, so a thousand busy producers
+ * would each be read for up to 2 MiB in one loop tick, and the daemon
+ * would hold all of it in batch buffers at once. Instead the tick has a
+ * read budget (RX_TICK_BUDGET) shared by every connection: once it is
+ * spent, a connection that has more to read stops (RX_TURN) and joins
+ * d->rx_turns, and at the start of the next tick those connections are
+ * read first, in the order they stopped, straight from their sockets.
+ * What the daemon holds then depends on the budget, not on the number of
+ * producers, and every producer gets its turn. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "daemon.h"
@@ -35,6 +47,15 @@
 
 #define RX_SCRATCH (64u * 1024u)
 #define RX_MIN_OWN (4u * 1024u)
+/* Bytes all producer connections together read in one loop tick, before
+ * the tick's writes are queued: large enough that every write is big,
+ * small enough that the batch buffers it fills stay a few MiB. */
+#define RX_TICK_BUDGET (4 * 1024 * 1024)
+
+static void on_turn_idle(uv_idle_t *h)
+{
+    (void)h; /* the turns are taken before the tick's writes: session_rx_take_turns() */
+}
 
 /* Every change of s->rx: a session that is no longer open is never read
  * again, and a paused one is on d->paused_sessions exactly while paused. */
@@ -43,12 +64,22 @@ static void set_rx(struct session *s, enum session_rx next)
     assert(next == RX_STOPPED || session_is_open(s));
     assert(list_linked(&s->paused_node) == (s->rx == RX_PAUSED));
     assert(list_linked(&s->quota_waiter.node) == (s->rx == RX_QUOTA));
+    assert(list_linked(&s->turn_node) == (s->rx == RX_TURN));
     if (s->rx == RX_PAUSED)
         list_del(&s->paused_node);
     if (s->rx == RX_QUOTA)
         budget_unwait(&s->quota_waiter);
+    if (s->rx == RX_TURN)
+        list_del(&s->turn_node);
     if (next == RX_PAUSED)
         list_add_tail(&s->d->paused_sessions, &s->paused_node);
+    if (next == RX_TURN) {
+        s->d->stats.read_turns++;
+        list_add_tail(&s->d->rx_turns, &s->turn_node);
+        /* An active idle handle makes the loop poll without blocking, so
+         * the next tick comes at once. */
+        (void)uv_idle_start(&s->d->rx_turn_idle, on_turn_idle); /* cannot fail */
+    }
     s->rx = next;
 }
 
@@ -64,28 +95,22 @@ static bool over_budget(const struct session *s)
 
 void session_rx_release(struct session *s)
 {
-    memory_adjust(s->d, 0, s->rx_cap);
-    free(s->rx_buf);
-    s->rx_buf = NULL;
-    s->rx_len = s->rx_cap = 0;
+    memory_map_release(s->d, &s->rx_buf, &s->rx_cap);
+    s->rx_len = s->rx_need = 0;
 }
 
-/* Makes the session's own buffer hold at least cap bytes. */
+/* Makes the session's own buffer hold at least cap bytes. It is a mapping
+ * of memory.c's, like the batch buffers, and shares their pool: a thousand
+ * producers each leaving a frame unfinished between reads would otherwise
+ * map, grow and unmap a buffer each time, and pay for its pages again. */
 static int rx_reserve(struct session *s, size_t cap)
 {
-    unsigned char *nb;
-
     if (cap <= s->rx_cap)
         return 0;
     if (cap < RX_MIN_OWN)
         cap = RX_MIN_OWN;
-    nb = realloc(s->rx_buf, cap);
-    if (!nb)
-        return -ENOMEM;
-    memory_adjust(s->d, cap, s->rx_cap);
-    s->rx_buf = nb;
-    s->rx_cap = cap;
-    return 0;
+    return memory_map_grow(s->d, &s->rx_buf, &s->rx_cap, cap,
+                           (cap + RX_MIN_OWN - 1) & ~(size_t)(RX_MIN_OWN - 1));
 }
 
 /* ---- frames ---- */
@@ -108,6 +133,7 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
     uint32_t rlen, count, index;
     const char *why;
     uint64_t now, skip = 0;
+    struct shard *reserved = NULL;
     int r;
 
     if (s->state == SESSION_HELLO_WAIT) {
@@ -152,7 +178,7 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
 
     now = now_realtime_ns();
     wire_append_iter_init(&it, payload, len);
-    while (wire_append_iter_next(&it, &rec, &rlen)) {
+    for (uint32_t i = 0; wire_append_iter_next(&it, &rec, &rlen); i++) {
         if (skip > 0) {
             skip--;
             d->stats.records_duplicate++;
@@ -170,6 +196,13 @@ static void handle_append(struct session *s, const unsigned char *payload, size_
             session_fail(s, (uint32_t)-r, "cannot create a shard in %s/active: %s",
                          d->config.spool, strerror(-r));
             return;
+        }
+        if (s->current != reserved) {
+            /* The rest of the frame, with the shard's record headers: one
+             * growth of the batch instead of several. */
+            reserved = s->current;
+            (void)shard_reserve(reserved, (size_t)(payload + len - rec) +
+                                              (size_t)(count - i) * SHARD_RECORD_HEADER);
         }
         r = shard_append(s->current, rec, rlen, now);
         if (r < 0) {
@@ -305,6 +338,8 @@ static void process_rx(struct session *s)
         session_rx_release(s);
     else if (need > s->rx_cap && rx_reserve(s, need) < 0)
         session_fail(s, ENOMEM, "out of memory for a frame of %zu bytes", need);
+    else
+        s->rx_need = need;
 }
 
 /* Keeps the undecoded tail of a read that landed in the shared buffer. */
@@ -316,6 +351,7 @@ static void keep_tail(struct session *s, const unsigned char *tail, size_t len, 
     }
     memcpy(s->rx_buf, tail, len);
     s->rx_len = len;
+    s->rx_need = need;
 }
 
 /* ---- reading ---- */
@@ -326,6 +362,21 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct daemon *d = s->d;
 
     (void)suggested;
+    if (s->rx_need > s->rx_len) {
+        /* An incomplete frame: read no further than its end, so that the
+         * read that completes it leaves nothing behind and the buffer is
+         * given back. Its turn lasts until then: a connection waiting for
+         * its turn holds no partial frame. */
+        *buf = uv_buf_init((char *)s->rx_buf + s->rx_len, (unsigned)(s->rx_need - s->rx_len));
+        return;
+    }
+    if (s->rx == RX_READING && d->rx_budget <= 0) {
+        /* The tick's budget is spent: on_read hears UV_ENOBUFS and makes
+         * this connection wait its turn, nothing read. */
+        s->turn_over = true;
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
     /* Nothing pending: read into the shared buffer, decode from there, and
      * keep only a tail. Most reads of most producers end on a frame
      * boundary, so an idle producer costs no buffer at all. */
@@ -348,9 +399,10 @@ static void pause_reading(struct session *s)
     set_rx(s, RX_PAUSED);
 }
 
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+/* What a read brought, from libuv or from a turn: bytes to decode, the
+ * end of the connection, or an error. */
+static void take_read(struct session *s, ssize_t nread, const uv_buf_t *buf)
 {
-    struct session *s = stream->data;
     /* libuv hands back the buffer on_alloc gave, whatever nread is: a read
      * into the shared buffer is recognised by its address. */
     bool scratch = buf->base && buf->base == (char *)s->d->rx_scratch;
@@ -384,6 +436,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     s->last_rx_ns = now_monotonic_ns();
+    s->d->rx_budget -= nread;
     if (scratch) {
         const unsigned char *base = (const unsigned char *)buf->base;
         size_t need, used = decode_frames(s, base, (size_t)nread, &need);
@@ -394,9 +447,98 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         s->rx_len += (size_t)nread;
         process_rx(s);
     }
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct session *s = stream->data;
+
+    if (nread == UV_ENOBUFS && s->turn_over) {
+        s->turn_over = false;
+        (void)uv_read_stop(stream); /* cannot fail */
+        set_rx(s, RX_TURN);
+        return;
+    }
+    take_read(s, nread, buf);
     if (session_is_open(s) && s->rx == RX_READING && over_budget(s))
         pause_reading(s);
     session_pump(s);
+}
+
+/* A connection whose turn has come is read straight from its socket
+ * (libuv is not reading it), up to the end of a frame. A full read means
+ * more may wait: it takes another turn, after the others; a short one goes
+ * back to libuv. */
+static void read_turn(struct session *s)
+{
+    uv_os_fd_t fd;
+    uv_buf_t buf;
+    ssize_t n;
+
+    set_rx(s, RX_STOPPED);
+    (void)uv_fileno((uv_handle_t *)&s->pipe, &fd); /* an open pipe has one */
+    for (;;) {
+        on_alloc((uv_handle_t *)&s->pipe, RX_SCRATCH, &buf);
+        if (!buf.base) {
+            session_fail(s, ENOMEM, "out of memory for its receive buffer");
+            break;
+        }
+        do
+            n = read(fd, buf.base, buf.len);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (buf.base == (char *)s->d->rx_scratch)
+                s->d->rx_scratch_busy = false;
+            session_start_reading(s);
+            break;
+        }
+        /* An error or the end of the connection closes the session. */
+        take_read(s, n < 0 ? -errno : n == 0 ? UV_EOF : n, &buf);
+        if (!session_is_open(s) || s->rx != RX_STOPPED)
+            break;
+        if (over_budget(s)) {
+            set_rx(s, RX_PAUSED);
+            break;
+        }
+        if ((size_t)n < buf.len) {
+            session_start_reading(s);
+            break;
+        }
+        if (s->rx_need <= s->rx_len) {
+            set_rx(s, RX_TURN);
+            break;
+        }
+    }
+    session_pump(s);
+}
+
+#ifdef LOGSHARD_FAULT_INJECTION
+/* Test builds: LOGSHARD_FAULTS=small_read_turns makes the tick's budget
+ * 16 KiB, so that connections take turns all the time, with any load. */
+static int64_t tick_budget(void)
+{
+    static int64_t budget = -1;
+
+    if (budget < 0) {
+        const char *env = getenv("LOGSHARD_FAULTS");
+        budget = env && strstr(env, "small_read_turns") ? 16 * 1024 : RX_TICK_BUDGET;
+    }
+    return budget;
+}
+#else
+static int64_t tick_budget(void)
+{
+    return RX_TICK_BUDGET;
+}
+#endif
+
+void session_rx_take_turns(struct daemon *d)
+{
+    d->rx_budget = tick_budget();
+    while (d->rx_budget > 0 && !list_empty(&d->rx_turns))
+        read_turn(list_entry(d->rx_turns.next, struct session, turn_node));
+    if (list_empty(&d->rx_turns))
+        (void)uv_idle_stop(&d->rx_turn_idle); /* cannot fail */
 }
 
 void session_start_reading(struct session *s)

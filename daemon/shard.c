@@ -319,6 +319,17 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     return 0;
 }
 
+int shard_reserve(struct shard *s, size_t bytes)
+{
+    uint64_t room = s->d->config.max_shard_bytes > s->size_queued
+                        ? s->d->config.max_shard_bytes - s->size_queued
+                        : 0;
+
+    if (s->state != SHARD_OPEN || s->error)
+        return 0;
+    return batch_reserve(s->d, &s->filling, bytes < room ? bytes : (size_t)room);
+}
+
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
 {
     /* A client's shard is version 3, where a credential block is invalid. */

@@ -164,6 +164,12 @@ struct shard {
 int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
                const struct shard_events *events, struct shard **ret);
 
+/* Makes room in the filling batch for about bytes more of records (as
+ * many as fit in the shard's max_shard_bytes), so that a frame's records go
+ * in without growing the batch piece by piece. A hint: returns 0, or
+ * -ENOMEM, after which appending still works as far as memory allows. */
+int shard_reserve(struct shard *s, size_t bytes);
+
 /* Adds one record received at timestamp_ns to the filling batch.
  * Returns 0, -ENOMEM, or the shard's write error once it has one. */
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns);

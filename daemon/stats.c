@@ -202,6 +202,7 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->acks_pending = session_acks_pending(d);
     f->memory_bytes = memory_used(d);
     f->io_pending = d->io ? io_pending(d->io) : 0;
+    f->read_turns = st->read_turns;
 
     f->errors_protocol = st->protocol_errors;
     f->errors_io = st->io_errors;
@@ -401,6 +402,7 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_member_u64(o, "bytes_waiting", f->bytes_waiting);
     json_member_u64(o, "memory_bytes", f->memory_bytes);
     json_member_u64(o, "io_pending", f->io_pending);
+    json_member_u64(o, "read_turns", f->read_turns);
 
     json_key(o, "errors");
     json_obj_begin(o);
@@ -602,6 +604,10 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                f->memory_bytes);
     metric_u64(out, "logshard_io_requests_pending", "gauge",
                "File I/O requests queued or in flight.", f->io_pending);
+    metric_u64(out, "logshard_read_turns_total", "counter",
+               "Times a producer connection with more to send waited for its turn, the "
+               "loop tick's read budget being spent.",
+               f->read_turns);
     metric_u64(out, "logshard_streams_known", "gauge",
                "Producer streams the daemon remembers, for resuming them.", f->streams_known);
     metric_u64(out, "logshard_streams_forgotten_total", "counter",

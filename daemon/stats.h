@@ -74,6 +74,7 @@ struct stats_figures {
     uint64_t bytes_waiting; /* accepted, not yet written */
     uint64_t memory_bytes;
     uint64_t io_pending;
+    uint64_t read_turns;
 
     uint64_t errors_protocol;
     uint64_t errors_io;

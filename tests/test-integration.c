@@ -151,6 +151,55 @@ static void test_producers_exactly_once(void **state)
     free(text);
 }
 
+/* The status figure "read_turns", from logctl status --json. */
+static uint64_t read_turns(struct harness *h)
+{
+    struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
+                                              h->admin_sock, NULL);
+    const char *at;
+    uint64_t n;
+
+    harness_expect_code(&r, 0, "logctl status --json");
+    at = strstr(r.out, "\"read_turns\":");
+    if (!at)
+        fail_msg("no read_turns in the status: %.300s", r.out);
+    n = strtoull(at + strlen("\"read_turns\":"), NULL, 10);
+    harness_run_free(&r);
+    return n;
+}
+
+/* Connections take turns at reading once a loop tick's read budget is
+ * spent (here made 16 KiB, so that they do all the time): every record
+ * still arrives exactly once and in order, frames cut across turns and
+ * producers flushing or not alike, and the status counts the turns. */
+static void test_producers_take_turns(void **state)
+{
+    struct harness *h = *state;
+    enum { N = 12 };
+    uint64_t counts[N];
+    pid_t pids[N];
+    char name[32];
+    size_t len;
+    char *text;
+
+    setenv("LOGSHARD_FAULTS", "small_read_turns", 1);
+    harness_start(h, NULL);
+    unsetenv("LOGSHARD_FAULTS");
+    for (int i = 0; i < N; i++) {
+        counts[i] = 10000 + (uint64_t)i * 997;
+        snprintf(name, sizeof(name), "turn%d", i);
+        pids[i] = spawn_producer(h->sock, name, counts[i], 60 + (size_t)i * 40, i % 3 ? 700 : 0);
+    }
+    wait_producers(pids, N);
+    assert_true(read_turns(h) > 0);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
+    check_records(text, "turn", N, counts);
+    free(text);
+}
+
 /* A long-lived producer rolls over to new shards at max_shard_bytes; the
  * merged result still has its records in order. */
 static void test_rolls_over_on_size(void **state)
@@ -441,6 +490,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_producers_exactly_once, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_producers_take_turns, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_rolls_over_on_size, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_rolls_over_on_age, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, harness_setup, harness_teardown),
