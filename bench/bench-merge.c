@@ -284,15 +284,35 @@ out:
     return r;
 }
 
+/* The records of one shard, all but the header, at times first_ns,
+ * first_ns + step_ns, ...; returns the length up to the trailer's end. */
+static size_t encode_shard_body(unsigned char *buf, size_t header_len, const unsigned char *payload,
+                                size_t record_bytes, size_t records, uint64_t first_ns,
+                                uint64_t step_ns, long align)
+{
+    struct shard_trailer t = { 0 };
+    size_t len = header_len;
+
+    for (size_t j = 0; j < records; j++)
+        len += shard_encode_record(buf + len, payload, (uint32_t)record_bytes,
+                                   first_ns + j * step_ns);
+    t.shard_len = len;
+    t.records = records;
+    t.newest_ns = first_ns + (records - 1) * step_ns;
+    t.trailer_len = (uint32_t)shard_trailer_size(len, align > 0 ? (size_t)align : 0);
+    shard_encode_trailer(buf + len, &t);
+    return len + t.trailer_len;
+}
+
 int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
-                       size_t record_bytes, char *why, size_t why_len)
+                       size_t record_bytes, uint64_t span_ns, char *why, size_t why_len)
 {
     _cleanup_free_ char *done = path_join(spool, "done");
     _cleanup_free_ unsigned char *buf = NULL, *payload = NULL;
     _cleanup_close_ int dfd = -1;
     struct shard_header h = { .uid = getuid(), .gid = getgid(), .pid = (uint32_t)getpid() };
-    struct shard_trailer t = { 0 };
     size_t header_len, len, records = 0, cap;
+    uint64_t step_ns = 0, start_ns = now_realtime_ns();
     long align;
     int r;
 
@@ -326,21 +346,19 @@ int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
         return -ENOMEM;
     for (size_t i = 0; i < record_bytes; i++)
         payload[i] = (unsigned char)('a' + i % 26);
-    /* The records are the same in every shard; only the header and its id
-     * change from one shard to the next. */
     len = header_len;
     while (len + SHARD_RECORD_HEADER + record_bytes + SHARD_TRAILER_MIN <= shard_bytes ||
            records == 0) {
-        len += shard_encode_record(buf + len, payload, (uint32_t)record_bytes,
-                                   now_realtime_ns());
+        len += SHARD_RECORD_HEADER + record_bytes;
         records++;
     }
-    t.shard_len = len;
-    t.records = records;
-    t.newest_ns = now_realtime_ns();
-    t.trailer_len = (uint32_t)shard_trailer_size(len, align > 0 ? (size_t)align : 0);
-    shard_encode_trailer(buf + len, &t);
-    len += t.trailer_len;
+    if (span_ns > 0) {
+        step_ns = span_ns / (shards * records);
+        start_ns -= span_ns;
+    }
+    /* Without a span the records are the same in every shard; only the
+     * header and its id change from one shard to the next. */
+    len = encode_shard_body(buf, header_len, payload, record_bytes, records, start_ns, 0, align);
 
     for (uint64_t i = 0; i < shards; i++) {
         char name[SPOOL_NAME_SIZE];
@@ -348,6 +366,11 @@ int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
 
         h.shard_id = i + 1;
         h.created_ns = now_realtime_ns();
+        if (span_ns > 0) {
+            h.created_ns = start_ns + i * records * step_ns;
+            len = encode_shard_body(buf, header_len, payload, record_bytes, records,
+                                    h.created_ns, step_ns, align);
+        }
         (void)shard_encode_header(buf, &h);
         (void)spool_name_format(SPOOL_SHARD, "bench", 5, h.shard_id, name, sizeof(name));
         fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);

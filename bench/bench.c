@@ -62,6 +62,8 @@ struct cmdline {
     bool merge;
     uint64_t shards;      /* merge mode: lay out this many shards, no daemon */
     uint64_t shard_bytes;
+    uint64_t span_s;      /* with shards: the records' times cover this many seconds */
+    bool layout_only;     /* --mode layout: lay the shards out, keep them, time nothing */
 };
 
 static void usage(FILE *out)
@@ -95,12 +97,16 @@ static void usage(FILE *out)
             "                      /var/tmp); its file system is reported\n"
             "  --keep              keep the temp directories (spool, daemon log)\n"
             "  --mode MODE         produce (default) or merge: time logctl merge against\n"
-            "                      cat and a copy loop on the run's shards\n"
+            "                      cat and a copy loop on the run's shards; or layout:\n"
+            "                      lay out --shards, print the spool's path, keep it\n"
             "  --shards N          merge mode: lay out N sealed shards directly (the\n"
             "                      daemon's format and padding, records of --size bytes)\n"
             "                      instead of producing them through a daemon\n"
             "  --shard-size S      with --shards: bytes per shard; K, M, G suffixes\n"
             "                      (default 1M)\n"
+            "  --span SECONDS      with --shards: the records' receive times cover the\n"
+            "                      last SECONDS evenly, shard after shard, in name order\n"
+            "                      (default: all of them now), for reading a time window\n"
             "  --logctl PATH       logctl for merge mode (default: $LOGCTL, else next to\n"
             "                      this program, else in $PATH)\n"
             "  --timeout SECONDS   limit for the producers' work and for each merge\n"
@@ -191,7 +197,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
     enum {
         OPT_DAEMON = 256, OPT_SOCKET, OPT_LOGCTL, OPT_PRODUCERS, OPT_RECORDS, OPT_SIZE,
         OPT_FLUSH_EVERY, OPT_BUFFER, OPT_FSYNC, OPT_REPEAT, OPT_SPOOL, OPT_KEEP, OPT_MODE, OPT_TIMEOUT,
-        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE,
+        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE, OPT_SPAN,
     };
     static const struct option opts[] = {
         { "daemon", required_argument, NULL, OPT_DAEMON },
@@ -211,6 +217,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         { "json", no_argument, NULL, OPT_JSON },
         { "shards", required_argument, NULL, OPT_SHARDS },
         { "shard-size", required_argument, NULL, OPT_SHARD_SIZE },
+        { "span", required_argument, NULL, OPT_SPAN },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -252,6 +259,10 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
             r = parse_number(optarg, true, 64, 1ull << 40, &v);
             c->shard_bytes = v;
             break;
+        case OPT_SPAN:
+            r = parse_number(optarg, false, 1, 100ull * 365 * 86400, &v);
+            c->span_s = v;
+            break;
         case OPT_BUFFER:
             r = parse_number(optarg, true, 0, 256u << 20, &v);
             c->buffer_bytes = (size_t)v;
@@ -274,8 +285,10 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
                 c->merge = true;
             else if (strcmp(optarg, "produce") == 0)
                 c->merge = false;
+            else if (strcmp(optarg, "layout") == 0)
+                c->merge = c->layout_only = c->keep = true;
             else
-                return usage_error("--mode: '%s' is neither produce nor merge", optarg);
+                return usage_error("--mode: '%s' is none of produce, merge and layout", optarg);
             break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("logshard-bench %s\n", LOGSHARD_VERSION); return 0;
@@ -294,6 +307,10 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         return usage_error("%s", "--mode merge needs a daemon the bench starts, not --socket");
     if (c->shards && !c->merge)
         return usage_error("%s", "--shards lays out shards for --mode merge only");
+    if (c->layout_only && !c->shards)
+        return usage_error("%s", "--mode layout needs --shards");
+    if (c->span_s && !c->shards)
+        return usage_error("%s", "--span spreads the times of the shards --shards lays out");
     if (c->socket && c->n_policies > 1)
         return usage_error("%s", "with --socket, --fsync names the one policy the daemon runs");
     if (c->socket && c->keep)
@@ -446,9 +463,14 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
             snprintf(why, why_len, "out of memory");
             goto out;
         }
-        r = bench_merge_layout(spool, c->shards, c->shard_bytes, c->size, why, why_len);
+        r = bench_merge_layout(spool, c->shards, c->shard_bytes, c->size,
+                               c->span_s * 1000000000ull, why, why_len);
         if (r < 0)
             goto out;
+        if (c->layout_only) {
+            printf("%s\n", spool);
+            goto out;
+        }
         r = bench_fs_type(spool, run->fs_type, sizeof(run->fs_type), &run->fs_volatile);
         if (r < 0) {
             snprintf(why, why_len, "statfs %s: %s", spool, strerror(-r));
@@ -684,7 +706,7 @@ int main(int argc, char **argv)
         }
     }
 
-    if (status == BENCH_EXIT_OK) {
+    if (status == BENCH_EXIT_OK && !c.layout_only) {
         rep = (struct bench_report){
             .merge_mode = c.merge,
             .external = c.socket != NULL,

@@ -183,9 +183,12 @@ struct bench_merge_result {
  * own encoder: producer "bench", ids 1.., records of record_bytes until the
  * next would take the shard past shard_bytes, then the seal trailer padded
  * to the block size of spool's filesystem. For merge figures at shard
- * counts no set of producer connections reaches. */
+ * counts no set of producer connections reaches. span_ns 0 gives every
+ * record the time of the layout; else the records' times step evenly
+ * through the span_ns before now, shard after shard (for reading a time
+ * window of a big spool). */
 int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
-                       size_t record_bytes, char *why, size_t why_len);
+                       size_t record_bytes, uint64_t span_ns, char *why, size_t why_len);
 
 /* Times the three ways of concatenating the .shard files of spool/done/,
  * each writing a new file in workdir. */

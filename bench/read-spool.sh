@@ -1,0 +1,107 @@
+#!/bin/bash
+# How fast logctl reads a big spool, side by side with GNU cat and grep
+# reading the same records as text, in one run:
+#
+#   logctl cat         every record, as text            (logctl cat --spool S)
+#   GNU cat            the same text from a file        (cat records.txt)
+#   GNU grep -c        counting lines of that file      (grep -c xyzab records.txt)
+#   logctl cat --json  every record as JSON             (logctl cat --spool S --json)
+#   logctl window      one minute in the middle         (--since T --until T+1min)
+#
+# The spool is laid out once by `logshard-bench --mode layout` (byte for
+# byte what the daemon seals), its records' receive times spread evenly
+# over --span seconds, shard after shard; the text file is written once by
+# `logctl cat`, untimed. Everything is read from the page cache (read once,
+# untimed, before the runs), output goes to /dev/null, and the variants
+# alternate within each repeat, so that the machine's noise falls on all.
+#
+# Usage: bench/read-spool.sh [--logctl PATH] [--bench PATH] [--shards N]
+#        [--shard-size SIZE] [--size BYTES] [--span SECONDS] [--repeat R]
+#        [--dir DIR]
+# Defaults: 4096 shards of 1M (4 GiB) of 128-byte records over a day, 5
+# repeats, under /var/tmp. Needs about twice the spool's size free in DIR
+# and, for figures from memory, that much RAM for the page cache.
+set -euo pipefail
+logctl=build/logctl/logctl
+bench=build/bench/logshard-bench
+shards=4096
+shard_size=1M
+size=128
+span=86400
+repeat=5
+dir=/var/tmp
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --logctl) logctl=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    --shards) shards=$2; shift 2 ;;
+    --shard-size) shard_size=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --span) span=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "read-spool.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+die() { echo "read-spool.sh: $*" >&2; exit 1; }
+logctl=$(realpath "$logctl") || die "no $logctl; build first"
+bench=$(realpath "$bench") || die "no $bench; build first"
+
+work=$(mktemp -d "$dir/read-spool.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# The layout needs no daemon; --daemon names something that exists.
+spool=$("$bench" --mode layout --shards "$shards" --shard-size "$shard_size" --size "$size" \
+    --span "$span" --spool "$work" --daemon /bin/true --logctl "$logctl" 2>"$work/layout.err") ||
+    { cat "$work/layout.err" >&2; die "layout failed"; }
+bytes=$(find "$spool/done" -type f -printf "%s\n" | awk '{ s += $1 } END { print s }')
+"$logctl" cat --spool "$spool" >"$work/records.txt" || die "logctl cat failed"
+records=$(wc -l <"$work/records.txt")
+cat "$spool"/done/* >/dev/null # in the page cache, as after sealing
+
+# The minute in the middle of the span, as logctl takes times.
+now=$(date +%s)
+since=$((now - span / 2))
+window=$(date -u -d "@$since" +%FT%TZ)
+window_end=$(date -u -d "@$((since + 60))" +%FT%TZ)
+window_records=$("$logctl" cat --spool "$spool" --since "$window" --until "$window_end" | wc -l)
+
+results="$work/results"
+: >"$results"
+one() { # variant command...
+    local variant=$1
+    shift
+    /usr/bin/time -o "$work/time" -f '%e %U %S' "$@" >/dev/null 2>"$work/err" ||
+        { cat "$work/err" >&2; die "$variant failed"; }
+    echo "$variant $(tail -n 1 "$work/time")" >>"$results"
+}
+for ((i = 0; i < repeat; i++)); do
+    one "logctl-cat" "$logctl" cat --spool "$spool"
+    one "gnu-cat" cat "$work/records.txt"
+    one "gnu-grep-c" grep -c xyzab "$work/records.txt"
+    one "logctl-json" "$logctl" cat --spool "$spool" --json
+    one "logctl-window" "$logctl" cat --spool "$spool" --since "$window" --until "$window_end"
+done
+
+echo "reading $shards sealed shards of $shard_size ($bytes bytes, $records records of $size B" \
+    "over $span s; the window $window to $window_end holds $window_records), $repeat runs each," \
+    "interleaved, from the page cache; $(date -u +%F) on $(hostname), $(nproc) CPUs"
+python3 - "$results" "$records" <<'EOF'
+import statistics, sys
+records = int(sys.argv[2])
+rows = {}
+for line in open(sys.argv[1]):
+    variant, wall, user, sys_ = line.split()
+    rows.setdefault(variant, []).append((float(wall), float(user) + float(sys_)))
+print("%-14s %9s %9s %14s   %s" % ("variant", "wall s", "CPU s", "records/s", "wall runs"))
+for variant, v in rows.items():
+    wall = statistics.median(w for w, _ in v)
+    rate = "" if variant == "logctl-window" else "%.0f" % (records / wall if wall > 0 else 0)
+    print("%-14s %9.3f %9.3f %14s   %s" % (variant, wall, statistics.median(c for _, c in v),
+          rate, " ".join("%.3f" % w for w, _ in v)))
+med = {k: statistics.median(w for w, _ in v) for k, v in rows.items()}
+if med.get("gnu-cat"):
+    print("logctl cat / GNU cat wall: %.2fx" % (med["logctl-cat"] / med["gnu-cat"]))
+    print("logctl cat --json / GNU cat wall: %.2fx" % (med["logctl-json"] / med["gnu-cat"]))
+EOF
