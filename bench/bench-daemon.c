@@ -90,7 +90,8 @@ static int read_notifications(struct bench_daemon *d)
 static void exec_daemon(const struct bench_daemon *d, pid_t bench_pid, const char *exe,
                         const char *policy, int log_fd, int null_fd)
 {
-    const char *argv[] = { exe,      "--config",       "/dev/null",     "--spool",
+    const char *argv[] = { exe,      "--config",       d->config ? d->config : "/dev/null",
+                           "--spool",
                            d->spool, "--socket",       d->socket,       "--admin-socket",
                            d->admin_socket, "--fsync", policy,          NULL };
     /* What systemd may have given the bench must not reach this daemon. */

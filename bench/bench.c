@@ -64,6 +64,7 @@ struct cmdline {
     uint64_t shard_bytes;
     uint64_t span_s;      /* with shards: the records' times cover this many seconds */
     bool layout_only;     /* --mode layout: lay the shards out, keep them, time nothing */
+    const char *daemon_config; /* --daemon-config: the daemon's --config */
 };
 
 static void usage(FILE *out)
@@ -78,6 +79,9 @@ static void usage(FILE *out)
             "  --daemon PATH       logshardd to start for each run (default: $LOGSHARDD,\n"
             "                      else the one built or installed next to this program,\n"
             "                      else logshardd in $PATH)\n"
+            "  --daemon-config F   the configuration file the daemon starts with (default:\n"
+            "                      none, every key at its default), e.g. one that sets\n"
+            "                      [sync] sync_method\n"
             "  --socket PATH       drive an already running daemon instead; its CPU,\n"
             "                      memory and syncs are then unknown\n"
             "  --producers P       producer processes (default 4)\n"
@@ -197,7 +201,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
     enum {
         OPT_DAEMON = 256, OPT_SOCKET, OPT_LOGCTL, OPT_PRODUCERS, OPT_RECORDS, OPT_SIZE,
         OPT_FLUSH_EVERY, OPT_BUFFER, OPT_FSYNC, OPT_REPEAT, OPT_SPOOL, OPT_KEEP, OPT_MODE, OPT_TIMEOUT,
-        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE, OPT_SPAN,
+        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE, OPT_SPAN, OPT_DAEMON_CONFIG,
     };
     static const struct option opts[] = {
         { "daemon", required_argument, NULL, OPT_DAEMON },
@@ -218,6 +222,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         { "shards", required_argument, NULL, OPT_SHARDS },
         { "shard-size", required_argument, NULL, OPT_SHARD_SIZE },
         { "span", required_argument, NULL, OPT_SPAN },
+        { "daemon-config", required_argument, NULL, OPT_DAEMON_CONFIG },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -258,6 +263,9 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         case OPT_SHARD_SIZE:
             r = parse_number(optarg, true, 64, 1ull << 40, &v);
             c->shard_bytes = v;
+            break;
+        case OPT_DAEMON_CONFIG:
+            c->daemon_config = optarg;
             break;
         case OPT_SPAN:
             r = parse_number(optarg, false, 1, 100ull * 365 * 86400, &v);
@@ -313,6 +321,8 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         return usage_error("%s", "--span spreads the times of the shards --shards lays out");
     if (c->socket && c->n_policies > 1)
         return usage_error("%s", "with --socket, --fsync names the one policy the daemon runs");
+    if (c->socket && c->daemon_config)
+        return usage_error("%s", "--daemon-config configures a daemon the bench starts, not --socket");
     if (c->socket && c->keep)
         return usage_error("%s", "--keep keeps a spool the bench made; with --socket there is none");
     return 1;
@@ -448,6 +458,7 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
     int r;
 
     bench_daemon_init(&d);
+    d.config = c->daemon_config;
     r = bench_make_tempdir(c->spool_base, &run->dir);
     if (r < 0) {
         snprintf(why, why_len, "cannot make a temp directory in %s: %s (see --spool)",

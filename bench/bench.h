@@ -97,6 +97,7 @@ struct bench_daemon {
     char *notify_path;    /* <dir>/notify.sock */
     char *log_path;       /* <dir>/daemon.log: the daemon's stderr */
     char *status;         /* the STATUS= sent with READY=1, or NULL */
+    const char *config;   /* the daemon's --config; NULL: /dev/null (every default) */
 };
 
 /* What the daemon said and used when it exited after SIGTERM. */
@@ -111,7 +112,7 @@ struct bench_daemon_exit {
 
 void bench_daemon_init(struct bench_daemon *d);
 
-/* Starts exe with an empty config, spool, socket and log in dir and the
+/* Starts exe with d->config (or an empty config), spool, socket and log in dir and the
  * given fsync policy, and waits for READY=1 until the deadline. */
 int bench_daemon_start(struct bench_daemon *d, const char *exe, const char *dir,
                        const char *policy, uint64_t deadline_ns, char *why, size_t why_len);

@@ -44,6 +44,7 @@ struct key_spec {
 
 static const char *const fsync_policy_names[] = { "none", "interval", "batch", "always", NULL };
 static const char *const io_backend_names[] = { "auto", "uring", "threads", NULL };
+static const char *const sync_method_names[] = { "auto", "fdatasync", "syncfs", NULL };
 static const char *const ship_compression_names[] = { "none", "gzip", "snappy", "lz4", "zstd",
                                                       NULL };
 static const char *const ship_on_shipped_names[] = { "keep", "delete", NULL };
@@ -68,6 +69,8 @@ static const struct key_spec keys[] = {
       fsync_policy_names },
     { "sync", "fsync_interval", KEY_DURATION, offsetof(struct config, fsync_interval_ms), 1,
       3600ull * 1000, NULL },
+    { "sync", "sync_method", KEY_ENUM, offsetof(struct config, sync_method), 0, 2,
+      sync_method_names },
     { "limits", "max_record_bytes", KEY_SIZE, offsetof(struct config, max_record_bytes), 1,
       WIRE_MAX_RECORD_BYTES, NULL },
     { "limits", "max_frame_bytes", KEY_SIZE, offsetof(struct config, max_frame_bytes),
@@ -166,6 +169,7 @@ int config_init(struct config *c)
     c->max_shard_age_ms = 3600ull * 1000;
     c->fsync_policy = FSYNC_BATCH;
     c->fsync_interval_ms = 1000;
+    c->sync_method = SYNC_METHOD_AUTO;
     c->io_backend = IO_BACKEND_AUTO;
     c->max_producers = 1024;
     c->max_producers_per_uid = 0;
@@ -1060,6 +1064,11 @@ int config_add_producer_quota(struct config *c, const char *pattern, const char 
     v[c->producer_quotas.n++] = (struct config_quota){ p, bytes, line };
     c->producer_quotas.v = v;
     return 0;
+}
+
+const char *config_sync_method_name(enum sync_method m)
+{
+    return (unsigned)m < 3 ? sync_method_names[m] : "unknown";
 }
 
 const char *config_io_backend_name(enum io_backend b)

@@ -64,6 +64,15 @@ struct config_quota {
     uint32_t line;  /* a line of origin_file */
 };
 
+/* How fsync = batch makes the shards' written records durable ([sync]
+ * sync_method). */
+enum sync_method {
+    SYNC_METHOD_AUTO = 0,      /* syncfs when the spool is a file system of its own */
+    SYNC_METHOD_FDATASYNC = 1, /* one fdatasync per shard per write */
+    SYNC_METHOD_SYNCFS = 2     /* one syncfs of the spool's file system per loop tick,
+                                * covering every shard that wrote in it */
+};
+
 enum io_backend {
     IO_BACKEND_AUTO = 0,   /* io_uring when the kernel allows it, else threads */
     IO_BACKEND_URING = 1,  /* io_uring or fail */
@@ -81,6 +90,7 @@ struct config {
     uint64_t max_shard_age_ms;
     uint64_t fsync_policy;      /* enum fsync_policy */
     uint64_t fsync_interval_ms;
+    uint64_t sync_method;       /* enum sync_method */
     uint64_t io_backend;        /* enum io_backend */
 
     char *socket_group;          /* group of the bound socket; NULL: unchanged */
@@ -174,6 +184,7 @@ int config_id_list_contains(const struct config_id_list *l, uint32_t id);
 /* Names of enum values as the file spells them ("batch"), for messages. */
 const char *config_fsync_policy_name(enum fsync_policy p);
 const char *config_io_backend_name(enum io_backend b);
+const char *config_sync_method_name(enum sync_method m);
 const char *config_ship_compression_name(enum ship_compression c);
 const char *config_over_quota_name(enum over_quota q);
 

@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "group-sync.h"
 #include "list.h"
 #include "memory.h"
 #include "passed-sockets.h"
@@ -133,6 +134,10 @@ struct daemon {
     int done_fd;
     size_t seal_align; /* sealed shards end on a multiple of this (0: none) */
     struct batch_pool batch_pool; /* memory.c's */
+    /* fsync = batch syncs with one syncfs per tick ([sync] sync_method,
+     * settled at start), and the shared syncs' state (group-sync.c's). */
+    bool syncfs_in_use;
+    struct group_sync group_sync;
     uint64_t last_shard_id;
 
     struct list_node sessions;     /* struct session.node */

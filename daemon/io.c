@@ -21,6 +21,7 @@
  * the Nth fdatasync report EIO, or split every write into short writes. */
 #include "io.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -36,6 +37,8 @@ struct io_faults {
     bool short_writes;          /* submit half of every write */
     bool stall_writes;          /* never hand anything over: a hung I/O path */
     uint64_t fdatasyncs;
+    uint64_t fail_syncfs_at;    /* 1-based; 0: never */
+    uint64_t syncfs_calls;
 };
 
 struct io {
@@ -83,6 +86,8 @@ static void faults_parse(struct io_faults *f)
             f->stall_writes = true;
         else if (strncmp(t, "fdatasync_eio=", 14) == 0)
             f->fail_fdatasync_at = strtoull(t + 14, NULL, 10);
+        else if (strncmp(t, "syncfs_eio=", 11) == 0)
+            f->fail_syncfs_at = strtoull(t + 11, NULL, 10);
     }
     free(copy);
 }
@@ -105,12 +110,15 @@ static uint32_t write_len(const struct io *io, const struct io_req *req)
 static int sync_result(struct io *io, const struct io_req *req, int res)
 {
     io->completions++;
-    if (req->op != IO_FDATASYNC && req->op != IO_FSYNC)
+    if (req->op != IO_FDATASYNC && req->op != IO_FSYNC && req->op != IO_SYNCFS)
         return res;
     if (res >= 0)
         io->syncs_done++;
     if (req->op == IO_FDATASYNC && res != -ECANCELED && io->faults.fail_fdatasync_at &&
         ++io->faults.fdatasyncs == io->faults.fail_fdatasync_at)
+        return -EIO;
+    if (req->op == IO_SYNCFS && io->faults.fail_syncfs_at &&
+        ++io->faults.syncfs_calls == io->faults.fail_syncfs_at)
         return -EIO;
     return res;
 }
@@ -145,6 +153,9 @@ static void uring_prep(struct io *io, struct io_uring_sqe *sqe, struct io_req *r
         io_uring_prep_renameat(sqe, req->fd, req->oldpath, req->newdirfd, req->newpath,
                                RENAME_NOREPLACE);
         break;
+    case IO_SYNCFS: /* never here: uring_submit_queue hands it to the thread pool */
+        assert(false);
+        break;
     }
     if (req->link)
         sqe->flags |= IOSQE_IO_LINK;
@@ -171,12 +182,21 @@ static void uring_flush_sq(struct io *io)
     }
 }
 
+static int threads_submit_chain(struct io *io, unsigned len);
+
 static void uring_submit_queue(struct io *io)
 {
     while (!list_empty(&io->queue)) {
         struct list_node *n = io->queue.next;
         unsigned len = chain_length(io, n);
 
+        if (list_entry(n, struct io_req, node)->op == IO_SYNCFS) {
+            /* No io_uring operation: the thread pool runs it. */
+            assert(len == 1);
+            if (threads_submit_chain(io, 1) < 0)
+                break;
+            continue;
+        }
         if (io->inflight + len > io->max_inflight)
             break;
         if (io_uring_sq_space_left(&io->ring) < len) {
@@ -322,6 +342,9 @@ static int run_one(const struct io *io, const struct io_req *req)
         case IO_RENAMEAT:
             n = renameat2(req->fd, req->oldpath, req->newdirfd, req->newpath, RENAME_NOREPLACE);
             break;
+        case IO_SYNCFS:
+            n = syncfs(req->fd);
+            break;
         default:
             return -EINVAL;
         }
@@ -366,33 +389,41 @@ static void after_chain(uv_work_t *w, int status)
     free(wk);
 }
 
+/* Hands the chain of len requests at the head of the queue to a pool
+ * thread. Returns 0, or -ENOMEM with the chain still queued (the next tick
+ * tries again). */
+static int threads_submit_chain(struct io *io, unsigned len)
+{
+    struct work *wk = calloc(1, sizeof(*wk) + len * (sizeof(struct io_req *) + sizeof(int)));
+
+    if (!wk)
+        return -ENOMEM;
+    wk->io = io;
+    wk->n = len;
+    wk->reqs = (struct io_req **)(wk + 1);
+    wk->res = (int *)(wk->reqs + len);
+    wk->w.data = wk;
+    for (unsigned i = 0; i < len; i++) {
+        wk->reqs[i] = list_entry(io->queue.next, struct io_req, node);
+        list_del(&wk->reqs[i]->node);
+    }
+    io->inflight += len;
+    if (uv_queue_work(io->loop, &wk->w, run_chain, after_chain) < 0) {
+        /* Cannot happen with a valid loop and callbacks; report the
+         * chain as failed rather than lose it. */
+        wk->res[0] = -EIO;
+        for (unsigned i = 1; i < len; i++)
+            wk->res[i] = -ECANCELED;
+        after_chain(&wk->w, 0);
+    }
+    return 0;
+}
+
 static void threads_submit_queue(struct io *io)
 {
-    while (!list_empty(&io->queue)) {
-        unsigned len = chain_length(io, io->queue.next);
-        struct work *wk = calloc(1, sizeof(*wk) + len * (sizeof(struct io_req *) + sizeof(int)));
-
-        if (!wk)
+    while (!list_empty(&io->queue))
+        if (threads_submit_chain(io, chain_length(io, io->queue.next)) < 0)
             return; /* stays queued; the next tick tries again */
-        wk->io = io;
-        wk->n = len;
-        wk->reqs = (struct io_req **)(wk + 1);
-        wk->res = (int *)(wk->reqs + len);
-        wk->w.data = wk;
-        for (unsigned i = 0; i < len; i++) {
-            wk->reqs[i] = list_entry(io->queue.next, struct io_req, node);
-            list_del(&wk->reqs[i]->node);
-        }
-        io->inflight += len;
-        if (uv_queue_work(io->loop, &wk->w, run_chain, after_chain) < 0) {
-            /* Cannot happen with a valid loop and callbacks; report the
-             * chain as failed rather than lose it. */
-            wk->res[0] = -EIO;
-            for (unsigned i = 1; i < len; i++)
-                wk->res[i] = -ECANCELED;
-            after_chain(&wk->w, 0);
-        }
-    }
 }
 
 /* ---- common ---- */

@@ -23,6 +23,8 @@ enum io_op {
     IO_FSYNC,     /* fsync(fd), for directories */
     IO_RENAMEAT,  /* renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE):
                      never replaces an existing file (-EEXIST) */
+    IO_SYNCFS,    /* syncfs(fd): io_uring has no such operation, so both backends run
+                     it on libuv's thread pool; never linked, nor linked to */
 };
 
 struct io_req;

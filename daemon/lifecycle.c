@@ -156,6 +156,7 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
         { "[daemon] admin_socket", offsetof(struct config, admin_socket), true },
         { "[daemon] socket_mode", offsetof(struct config, socket_mode), false },
         { "[daemon] io_backend", offsetof(struct config, io_backend), false },
+        { "[sync] sync_method", offsetof(struct config, sync_method), false },
         { "[daemon] socket_group", offsetof(struct config, socket_group), true },
         /* The socket stays as it is: senders hold its path, and a queue
          * of datagrams waits in it. */

@@ -125,9 +125,9 @@ static void on_shard_failed(void *owner, struct shard *sh, int err)
     session_ack_cap(s, sh);
     if (sh->sync_error)
         session_fail(s, (uint32_t)-err,
-                     "fdatasync of shard active/%s failed: %s; records after the last "
+                     "%s of shard active/%s failed: %s; records after the last "
                      "acknowledged one were not kept",
-                     shard_display_name(sh), strerror(-err));
+                     shard_sync_name(sh), shard_display_name(sh), strerror(-err));
     else
         session_fail(s, (uint32_t)-err,
                      "write to shard active/%s failed: %s; records after the last "
@@ -143,7 +143,7 @@ int session_ensure_shard(struct session *s)
         .uid = s->cred.uid,
         .gid = s->cred.gid,
         .pid = (uint32_t)s->cred.pid,
-        .sync = shard_sync_for_policy(s->fsync_policy),
+        .sync = shard_sync_for_policy(s->d, s->fsync_policy),
         .stream_id = s->stream_id,
         .first_position = s->stream_start + s->received,
         /* Only the newest retired shard can still be writing ahead of the

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
+#include "group-sync.h"
 #include "log.h"
 #include "memory.h"
 #include "notify.h"
@@ -345,21 +346,26 @@ int shard_append_creds(struct shard *s, const void *rec, uint32_t len, uint64_t 
     return append_record(s, rec, len, timestamp_ns, creds);
 }
 
-enum shard_sync shard_sync_for_policy(unsigned fsync_policy)
+enum shard_sync shard_sync_for_policy(const struct daemon *d, unsigned fsync_policy)
 {
     switch ((enum fsync_policy)fsync_policy) {
     case FSYNC_NONE: return SHARD_SYNC_AT_SEAL;
     case FSYNC_INTERVAL: return SHARD_SYNC_INTERVAL;
-    case FSYNC_BATCH:
+    case FSYNC_BATCH: return d->syncfs_in_use ? SHARD_SYNC_SHARED : SHARD_SYNC_EACH_WRITE;
     case FSYNC_ALWAYS: return SHARD_SYNC_EACH_WRITE;
     }
     assert(!"an fsync policy config.c does not know");
     return SHARD_SYNC_EACH_WRITE;
 }
 
+const char *shard_sync_name(const struct shard *s)
+{
+    return s->sync == SHARD_SYNC_SHARED ? "syncfs" : "fdatasync";
+}
+
 bool shard_syncs_each_write(const struct shard *s)
 {
-    return s->sync == SHARD_SYNC_EACH_WRITE;
+    return s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_SHARED;
 }
 
 uint64_t shard_records_acked(const struct shard *s)
@@ -463,6 +469,19 @@ static void maybe_start_seal(struct shard *s)
 
 static void on_write(struct io_req *req, int res);
 static void on_sync(struct io_req *req, int res);
+static void on_group_sync(struct group_member *m, int res);
+
+/* SHARD_SYNC_SHARED: everything written so far waits for the next syncfs
+ * of the spool's file system (group-sync.h). */
+static void join_group_sync(struct shard *s)
+{
+    s->sync_busy = true;
+    s->sync_size = s->size_written;
+    s->sync_records = s->records_written;
+    s->sync_queued_ns = now_monotonic_ns();
+    s->group.done = on_group_sync;
+    group_sync_join(s->d, &s->group);
+}
 
 /* Queues an fdatasync that will prove everything written so far (and, when
  * linked behind a write, that write too). */
@@ -513,7 +532,7 @@ static void start_write(struct shard *s)
     s->filling.records = 0;
     s->inflight_done = 0;
     s->write_busy = true;
-    queue_write(s, shard_syncs_each_write(s));
+    queue_write(s, s->sync == SHARD_SYNC_EACH_WRITE);
 }
 
 static void fail_shard(struct shard *s, int err)
@@ -578,6 +597,8 @@ static void on_write(struct io_req *req, int res)
     }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
+    if (s->sync == SHARD_SYNC_SHARED)
+        join_group_sync(s);
     if (s->sync == SHARD_SYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
         s->dirty_since_ns = now_monotonic_ns();
     if (s->filling.len > 0 && !s->sync_busy)
@@ -586,10 +607,21 @@ static void on_write(struct io_req *req, int res)
     maybe_start_seal(s);
 }
 
+/* A sync's end, an fdatasync of the shard's own or a shared syncfs. */
+static void sync_done(struct shard *s, int res);
+
 static void on_sync(struct io_req *req, int res)
 {
-    struct shard *s = req->data;
+    sync_done(req->data, res);
+}
 
+static void on_group_sync(struct group_member *m, int res)
+{
+    sync_done((struct shard *)((char *)m - offsetof(struct shard, group)), res);
+}
+
+static void sync_done(struct shard *s, int res)
+{
     assert(s->sync_busy && s->state != SHARD_SEALING);
     s->sync_busy = false;
     if (res == -ECANCELED && !s->error) {
@@ -609,10 +641,11 @@ static void on_sync(struct io_req *req, int res)
          * nothing. Only what earlier syncs proved is kept. */
         s->sync_error = res;
         d->stats.io_errors++;
-        log_error("fdatasync of active/%s failed: %s; the %" PRIu64 " records synced before "
+        log_error("%s of active/%s failed: %s; the %" PRIu64 " records synced before "
                   "stay, nothing after them is trusted",
-                  s->tmp_name, strerror(-res), s->records_synced);
-        notify_set_error(d, "fdatasync of active/%s failed: %s", s->tmp_name, strerror(-res));
+                  shard_sync_name(s), s->tmp_name, strerror(-res), s->records_synced);
+        notify_set_error(d, "%s of active/%s failed: %s", shard_sync_name(s), s->tmp_name,
+                         strerror(-res));
         if (!s->error) {
             s->error = res;
             s->records_queued = shard_records_acked(s);

@@ -15,7 +15,9 @@
  *    shard whose written data has waited fsync_interval/2 (shard_sync_due,
  *    from a timer), so no write waits more than fsync_interval for its sync.
  *  - each write (batch, always): once an fdatasync that started after their
- *    write has completed. The write and its fdatasync are queued as one
+ *    write has completed. Under batch with sync_method syncfs (shared), a
+ *    syncfs of the spool's file system instead, one for every shard that
+ *    wrote in a loop tick, started after their writes completed. The write and its fdatasync are queued as one
  *    linked pair; records arriving meanwhile wait in the filling batch and
  *    go with the next pair, so one sync covers all of them (group commit).
  *    For always, the session hands over one APPEND frame at a time, so each
@@ -28,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "group-sync.h"
 #include "io.h"
 #include "list.h"
 #include "seal.h"
@@ -43,11 +46,13 @@ enum shard_sync {
     SHARD_SYNC_AT_SEAL,    /* fsync = none: only the seal syncs */
     SHARD_SYNC_INTERVAL,   /* fsync = interval: shard_sync_due() syncs written data */
     SHARD_SYNC_EACH_WRITE, /* fsync = batch or always: each write linked to an fdatasync */
+    SHARD_SYNC_SHARED,     /* fsync = batch with sync_method syncfs: each write waits for
+                            * the next syncfs of the spool's file system (group-sync.h) */
 };
 
 /* The way of syncing that a connection's fsync policy (enum fsync_policy)
- * asks of its shards. */
-enum shard_sync shard_sync_for_policy(unsigned fsync_policy);
+ * asks of its shards, with the daemon's sync method. */
+enum shard_sync shard_sync_for_policy(const struct daemon *d, unsigned fsync_policy);
 
 struct shard_ident {
     const char *producer;
@@ -119,6 +124,7 @@ struct shard {
     bool write_busy;
 
     struct io_req sync_req;
+    struct group_member group; /* SHARD_SYNC_SHARED: its place in the shared syncfs */
     bool sync_busy;
     bool sync_wanted;          /* a linked sync was cancelled; issue it after the write */
     uint64_t sync_size;        /* what the sync in flight will prove, once done */
@@ -178,6 +184,10 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
  * (version 4): the record carries its sender's kernel credentials. */
 int shard_append_creds(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
                        const struct shard_creds *creds);
+
+/* What syncs the shard's writes, for messages: "fdatasync", or "syncfs"
+ * (a shared sync of the spool's file system, which covered the shard). */
+const char *shard_sync_name(const struct shard *s);
 
 /* Records of this shard that count as acknowledged under its way of
  * syncing. */

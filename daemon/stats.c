@@ -193,6 +193,9 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     }
 
     f->syncs = d->io ? io_syncs_done(d->io) : st->syncs;
+    f->sync_method = d->syncfs_in_use ? "syncfs" : "fdatasync";
+    f->syncfs = d->group_sync.syncs;
+    f->syncfs_shards = d->group_sync.members;
     memcpy(f->fsync_buckets, st->fsync_buckets, sizeof(f->fsync_buckets));
     f->fsync_count = st->fsync_count;
     f->fsync_sum_ns = st->fsync_sum_ns;
@@ -392,6 +395,9 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_key(o, "fsync");
     json_obj_begin(o);
     json_member_u64(o, "syncs", f->syncs);
+    json_member_str(o, "batch_method", f->sync_method);
+    json_member_u64(o, "syncfs", f->syncfs);
+    json_member_u64(o, "syncfs_shards", f->syncfs_shards);
     json_member_u64(o, "count", f->fsync_count);
     json_member_double(o, "sum_s", (double)f->fsync_sum_ns / 1e9);
     json_member_double(o, "p50_s", f->fsync_p50_s);
@@ -734,9 +740,14 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
         }
     }
     metric_u64(out, "logshard_syncs_total", "counter",
-               "fdatasync and fsync calls completed since start (shard data, seals, "
+               "fdatasync, fsync and syncfs calls completed since start (shard data, seals, "
                "directories).",
                f->syncs);
+    metric_u64(out, "logshard_syncfs_total", "counter",
+               "Shared syncs of the spool's file system (fsync = batch, sync_method syncfs).",
+               f->syncfs);
+    metric_u64(out, "logshard_syncfs_shards_total", "counter",
+               "Shards the shared syncs covered, summed over the syncs.", f->syncfs_shards);
 
     family(out, "logshard_fsync_duration_seconds", "histogram",
            "Time from queueing an fdatasync of shard data to its completion; under the batch "

@@ -65,6 +65,8 @@ struct stats_figures {
     double rate_window_s;
 
     uint64_t syncs;         /* every fdatasync and fsync completed */
+    const char *sync_method; /* what fsync = batch syncs with: "fdatasync", "syncfs" */
+    uint64_t syncfs, syncfs_shards; /* shared syncs, and the shards they covered */
     uint64_t fsync_buckets[STATS_FSYNC_BUCKETS];
     uint64_t fsync_count;
     uint64_t fsync_sum_ns;

@@ -198,7 +198,7 @@ static int make_producer(struct syslog_producers *t, const char *name, size_t le
         .uid = creds->uid,
         .gid = creds->gid,
         .pid = creds->pid,
-        .sync = shard_sync_for_policy((unsigned)d->config.fsync_policy),
+        .sync = shard_sync_for_policy(d, (unsigned)d->config.fsync_policy),
         .source = SHARD_SOURCE_SYSLOG_DATAGRAM,
     };
     int r;

@@ -216,7 +216,7 @@ static int open_shard(struct conn *c)
         .uid = c->creds.uid,
         .gid = c->creds.gid,
         .pid = c->creds.pid,
-        .sync = shard_sync_for_policy((unsigned)d->config.fsync_policy),
+        .sync = shard_sync_for_policy(d, (unsigned)d->config.fsync_policy),
         .source = SHARD_SOURCE_SYSLOG_STREAM,
     };
 

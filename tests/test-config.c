@@ -399,7 +399,7 @@ static void test_key_at(void **state)
         { "daemon", "io_backend" }, { "daemon", "socket_group" },
         { "daemon", "admin_socket" }, { "daemon", "metrics_file" },
         { "daemon", "metrics_interval_s" }, { "sync", "fsync" },
-        { "sync", "fsync_interval" },
+        { "sync", "fsync_interval" }, { "sync", "sync_method" },
         { "limits", "max_record_bytes" }, { "limits", "max_frame_bytes" },
         { "limits", "session_buffer_bytes" }, { "limits", "max_producers" },
         { "limits", "max_producers_per_uid" }, { "limits", "memory_limit_bytes" },

@@ -149,6 +149,17 @@ static void test_kill9_batch(void **state)
     kill_rounds(*state, "batch", 12);
 }
 
+/* fsync = batch with one syncfs per tick for every shard that wrote. */
+static void test_kill9_batch_syncfs(void **state)
+{
+    struct harness *h = *state;
+
+    harness_seed_rng();
+    harness_write_config(h, "[sync]\nsync_method = syncfs\n");
+    kill_rounds(h, "batch", 6);
+    assert_true(harness_log_has(h, "batch syncs with syncfs"));
+}
+
 static void test_kill9_always(void **state)
 {
     harness_seed_rng();
@@ -218,6 +229,55 @@ static void test_fdatasync_failure(void **state)
         char *text = harness_merge_and_cat(h, "syncfail.lsm", &len);
         check_exactly_once(text, names, want, 2, found);
         /* Nothing past the last good sync was published. */
+        assert_int_equal(found[0], 20);
+        free(text);
+    }
+}
+
+/* The same with sync_method = syncfs: the third shared syncfs fails, and
+ * every shard it covered is trusted only as far as the syncs before. */
+static void test_syncfs_failure(void **state)
+{
+    struct harness *h = *state;
+    const char *extra[] = { "--fsync", "batch", NULL };
+    logshard_opts opts = { .socket_path = h->sock, .producer = "syncfsfail" };
+    logshard *ls = NULL;
+    char rec[64];
+    uint64_t acked = 0;
+    int r = 0;
+
+    harness_write_config(h, "[sync]\nsync_method = syncfs\n");
+    setenv("LOGSHARD_FAULTS", "syncfs_eio=3", 1);
+    harness_start(h, extra);
+    unsetenv("LOGSHARD_FAULTS");
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    for (uint64_t i = 0; i < 100 && r == 0; i++) {
+        size_t len = harness_make_record(rec, sizeof(rec), "syncfsfail", i, 30);
+        r = logshard_append(ls, rec, len);
+        if (r == 0 && i % 10 == 9) {
+            r = logshard_flush(ls, 10000);
+            if (r == 0)
+                acked = i + 1;
+        }
+    }
+    assert_int_equal(r, -EIO);
+    assert_int_equal(acked, 20); /* two syncs succeeded, the third failed */
+    assert_non_null(strstr(logshard_error_message(ls), "syncfs"));
+    logshard_close(ls);
+
+    opts.producer = "after";
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    assert_int_equal(logshard_append(ls, "after 0 ok", 10), 0);
+    assert_int_equal(logshard_flush(ls, 10000), 0);
+    logshard_close(ls);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+
+    {
+        char names[2][32] = { "syncfsfail", "after" };
+        uint64_t want[2] = { 20, 1 }, found[2];
+        size_t len;
+        char *text = harness_merge_and_cat(h, "syncfsfail.lsm", &len);
+        check_exactly_once(text, names, want, 2, found);
         assert_int_equal(found[0], 20);
         free(text);
     }
@@ -414,11 +474,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_policies, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_batch, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill9_batch_syncfs, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_always, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_none, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_interval, harness_setup, teardown),
 #ifdef LOGSHARD_FAULT_INJECTION
         cmocka_unit_test_setup_teardown(test_fdatasync_failure, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_syncfs_failure, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_fdatasync_failure_interval_quarantines, harness_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_short_writes, harness_setup, teardown),

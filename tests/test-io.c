@@ -233,10 +233,42 @@ static void test_write_error_is_reported(void **state)
     close(fd);
 }
 
+/* syncfs, which io_uring lacks, runs on the thread pool whatever the
+ * backend, between ring requests queued around it, and counts as a sync. */
+static void test_syncfs(void **state)
+{
+    struct fixture *f = *state;
+    struct io_req w, sfs, w2;
+    struct result rw = { 0 }, rs = { 0 }, rw2 = { 0 };
+    int fd = openat(f->dirfd, "s.tmp", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    uint64_t syncs = io_syncs_done(f->io);
+
+    assert_true(fd >= 0);
+    prep(&w, IO_WRITE, fd, &rw);
+    w.buf = "abc";
+    w.len = 3;
+    io_queue(f->io, &w);
+    run_until(f, &rw);
+    prep(&sfs, IO_SYNCFS, f->dirfd, &rs);
+    io_queue(f->io, &sfs);
+    prep(&w2, IO_WRITE, fd, &rw2);
+    w2.buf = "def";
+    w2.len = 3;
+    w2.offset = 3;
+    io_queue(f->io, &w2);
+    run_until(f, &rs);
+    run_until(f, &rw2);
+    assert_int_equal(rs.res, 0);
+    assert_int_equal(rw2.res, 3);
+    assert_int_equal(io_syncs_done(f->io), syncs + 1);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_write_sync_rename_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_syncfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_cancels_link, setup, teardown),
         cmocka_unit_test_setup_teardown(test_more_requests_than_ring_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_is_reported, setup, teardown),

@@ -225,6 +225,58 @@ static void test_append_write_seal(void **state)
     free(done_name);
 }
 
+static void before_submit_shared(void *data)
+{
+    shard_write_dirty(data);
+    group_sync_submit(data);
+}
+
+/* fsync = batch with sync_method syncfs: each shard's write joins the next
+ * shared syncfs, and its records count as acknowledged only once that
+ * completes; the shards then seal as usual. */
+static void test_shared_sync(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_ident shared = ident;
+    struct owner o[3] = { { 0 } };
+    struct shard *s[3];
+    char *names[3];
+    bool all;
+
+    shared.sync = SHARD_SYNC_SHARED;
+    f->d.syncfs_in_use = true;
+    group_sync_init(&f->d);
+    io_set_before_submit(f->d.io, before_submit_shared, &f->d);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(shard_open(&f->d, &shared, &o[i], &events, &s[i]), 0);
+        append_records(s[i], 0, 100);
+        assert_int_equal(shard_records_acked(s[i]), 0);
+    }
+    all = false;
+    for (int n = 0; n < 100000 && !all; n++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        all = true;
+        for (int i = 0; i < 3; i++)
+            all = all && shard_records_acked(s[i]) == 100;
+    }
+    assert_true(all);
+    /* Each shard wrote once and was covered once, by one syncfs or more. */
+    assert_int_equal(f->d.group_sync.members, 3);
+    assert_true(f->d.group_sync.syncs >= 1 && f->d.group_sync.syncs <= 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(o[i].failed_err, 0);
+        assert_true(shard_settled(s[i]));
+        names[i] = strdup(s[i]->done_name);
+        shard_detach(s[i]);
+        shard_seal(s[i]);
+    }
+    run_until(f, &finish_calls, 3);
+    for (int i = 0; i < 3; i++) {
+        check_done_shard(f, names[i], 100);
+        free(names[i]);
+    }
+}
+
 /* Two shards of one producer opened back to back get distinct, increasing
  * ids, and both file names exist. */
 /* A settled shard holds no buffer: it went to the pool, and the next
@@ -388,6 +440,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_append_write_seal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_sync, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffers_return_to_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_unique_and_increasing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),

@@ -1,0 +1,70 @@
+/* Shared syncs (group-sync.h): one syncfs of the spool's file system for
+ * every shard that wrote since the last one started. */
+#include "group-sync.h"
+
+#include "daemon.h"
+
+void group_sync_init(struct daemon *d)
+{
+    struct group_sync *g = &d->group_sync;
+
+    list_init(&g->waiting);
+    for (unsigned i = 0; i < GROUP_SYNC_INFLIGHT; i++) {
+        list_init(&g->slot[i].covered);
+        g->slot[i].busy = false;
+    }
+}
+
+void group_sync_join(struct daemon *d, struct group_member *m)
+{
+    list_add_tail(&d->group_sync.waiting, &m->node);
+    io_want_submit(d->io); /* the loop must come round to group_sync_submit */
+}
+
+static void on_syncfs(struct io_req *req, int res)
+{
+    struct group_sync_slot *slot = req->data;
+    struct daemon *d = slot->d;
+    struct group_sync *g = &d->group_sync;
+
+    slot->busy = false;
+    g->syncs++;
+    while (!list_empty(&slot->covered)) {
+        struct group_member *m = list_entry(slot->covered.next, struct group_member, node);
+
+        list_del(&m->node);
+        g->members++;
+        m->done(m, res);
+    }
+    if (!list_empty(&g->waiting))
+        io_want_submit(d->io);
+}
+
+void group_sync_submit(struct daemon *d)
+{
+    struct group_sync *g = &d->group_sync;
+    struct group_sync_slot *slot = NULL;
+
+    if (list_empty(&g->waiting))
+        return;
+    for (unsigned i = 0; i < GROUP_SYNC_INFLIGHT && !slot; i++)
+        if (!g->slot[i].busy)
+            slot = &g->slot[i];
+    if (!slot)
+        return; /* starts when one of those in flight ends */
+    /* The waiting list becomes the slot's covered one, whole. */
+    slot->covered.next = g->waiting.next;
+    slot->covered.prev = g->waiting.prev;
+    slot->covered.next->prev = &slot->covered;
+    slot->covered.prev->next = &slot->covered;
+    list_init(&g->waiting);
+    slot->busy = true;
+    slot->d = d;
+    slot->req = (struct io_req){
+        .op = IO_SYNCFS,
+        .fd = d->active_fd,
+        .cb = on_syncfs,
+        .data = slot,
+    };
+    io_queue(d->io, &slot->req);
+}
