@@ -30,10 +30,14 @@ static int teardown(void **state)
 {
     struct harness *h = *state;
     char *mnt = harness_path(h->dir, "small");
+    char *own = harness_path(h->dir, "ownfs");
 
-    /* test_enospc mounts a tmpfs; a failure half-way must not leave it. */
+    /* test_enospc and test_auto_syncfs_on_own_fs mount a tmpfs; a failure
+     * half-way must not leave it. */
     (void)umount2(mnt, MNT_DETACH);
+    (void)umount2(own, MNT_DETACH);
     free(mnt);
+    free(own);
     unsetenv("LOGSHARD_FAULTS");
     return harness_teardown(state);
 }
@@ -147,6 +151,8 @@ static void test_kill9_batch(void **state)
 {
     harness_seed_rng();
     kill_rounds(*state, "batch", 12);
+    /* The spool is a directory of the temp directory's file system. */
+    assert_true(harness_log_has(*state, "batch syncs with fdatasync"));
 }
 
 /* fsync = batch with one syncfs per tick for every shard that wrote. */
@@ -383,6 +389,44 @@ static void test_uring_unavailable(void **state)
 /* A full disk: a producer writing into a small tmpfs gets ENOSPC from its
  * flush, what was acknowledged before stays, the daemon keeps serving, and
  * writes succeed again once space is freed. Needs root to mount. */
+/* sync_method = auto: a spool that is a file system of its own (a tmpfs
+ * mounted on it) gets the shared syncfs, and acknowledgements still come. */
+static void test_auto_syncfs_on_own_fs(void **state)
+{
+    struct harness *h = *state;
+    const char *extra[] = { "--fsync", "batch", NULL };
+    logshard_opts opts = { .socket_path = h->sock, .producer = "ownfs" };
+    logshard *ls = NULL;
+    char *mnt = harness_path(h->dir, "ownfs");
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "not root: cannot mount a tmpfs\n");
+        free(mnt);
+        skip();
+    }
+    assert_int_equal(mkdir(mnt, 0755), 0);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=4m") < 0) {
+        fprintf(stderr, "cannot mount a tmpfs here: %s\n", strerror(errno));
+        free(mnt);
+        skip();
+    }
+    free(h->spool);
+    h->spool = strdup(mnt);
+    assert_non_null(h->spool);
+    harness_start(h, extra);
+    assert_true(harness_wait_log(h, "batch syncs with syncfs", 10000));
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(logshard_append(ls, "ownfs record", 12), 0);
+        if (i % 10 == 9)
+            assert_int_equal(logshard_flush(ls, 10000), 0);
+    }
+    logshard_close(ls);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
+    free(mnt);
+}
+
 static void test_enospc(void **state)
 {
     struct harness *h = *state;
@@ -486,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_short_writes, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_uring_unavailable, harness_setup, teardown),
 #endif
+        cmocka_unit_test_setup_teardown(test_auto_syncfs_on_own_fs, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_enospc, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_efbig, harness_setup, teardown),
     };
