@@ -75,6 +75,8 @@ struct retain {
     size_t max_frames;
     size_t cap;   /* bytes of every frame buffer */
     size_t limit; /* most bytes a frame may fill, prefix included (the daemon's frame limit) */
+    size_t target; /* bytes a frame is sealed at, prefix included: buffer_bytes as asked,
+                    * unless one record needs more (it then goes alone) */
 };
 
 /* The connection's life, one state at a time (every transition is in

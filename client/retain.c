@@ -50,6 +50,16 @@ void logshard__retain_setup(logshard *ls, size_t requested)
     size_t min = FRAME_RECORDS + WIRE_RECORD_PREFIX + (size_t)ls->max_record_bytes;
     size_t max = FRAME_UNCOUNTED + (size_t)ls->max_frame_bytes;
 
+    /* A frame is sealed at the size asked for even where the buffer is
+     * larger to hold one largest record: the daemon holds a frame it has
+     * begun to receive until its end, and frames larger than the socket's
+     * buffer would have it hold one for every producer. Not below a
+     * quarter of RETAIN_MIN_BYTES, so that the frames kept still hold that
+     * much and a stalled daemon fills the socket before the buffers. */
+    r->target = requested > RETAIN_MIN_BYTES / RETAIN_BUFFERS ? requested
+                                                               : RETAIN_MIN_BYTES / RETAIN_BUFFERS;
+    if (r->target > max)
+        r->target = max;
     if (cap < min)
         cap = min;
     if (cap > max)
@@ -69,7 +79,8 @@ bool logshard__retain_fits(const logshard *ls, size_t len)
     if (!f || f->count == UINT32_MAX)
         return false;
     return ls->r.cap - f->used >= need &&
-           ls->r.limit - FRAME_RECORDS - (f->used - f->rec_start) >= need;
+           ls->r.limit - FRAME_RECORDS - (f->used - f->rec_start) >= need &&
+           (f->count == 0 || f->used - f->rec_start + FRAME_RECORDS + need <= ls->r.target);
 }
 
 bool logshard__retain_can_open(const logshard *ls)

@@ -19,7 +19,7 @@ struct daemon;
  * the pool's bytes do not count towards memory_limit_bytes: nobody holds
  * them. */
 #define BATCH_POOL_SLOTS 128u
-#define BATCH_POOL_MAX_BYTES (16u * 1024u * 1024u)
+#define BATCH_POOL_MAX_BYTES (64u * 1024u * 1024u)
 struct batch_pool {
     struct {
         unsigned char *buf;
