@@ -95,7 +95,9 @@ typedef struct logshard_opts {
                                  ("logshard" when the program has no name) */
     size_t buffer_bytes;      /* client batch buffer; 0: library default (256 KiB).
                                  Raised to hold one record of the daemon's
-                                 max_record_bytes, lowered to its max_frame_bytes. */
+                                 max_record_bytes, lowered to its max_frame_bytes;
+                                 frames are still sent at buffer_bytes (at least
+                                 256 KiB), larger only for one large record. */
     unsigned flags;           /* 0, or LOGSHARD_NONBLOCK and LOGSHARD_NO_RECONNECT */
     /* Since LOGSHARD_1.2 (read by logshard_connect_sized() when opts_size
      * is at least LOGSHARD_OPTS_SIZE_2). */
