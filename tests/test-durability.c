@@ -190,11 +190,13 @@ static void test_kill9_interval(void **state)
 }
 
 #ifdef LOGSHARD_FAULT_INJECTION
-/* The third fdatasync fails: the producer gets the error from its flush,
- * what was acknowledged before stays, the daemon serves the next producer. */
-static void test_fdatasync_failure(void **state)
+/* The third sync of shard data fails (fault, e.g. "fdatasync_eio=3"; the
+ * configuration picks the sync): the producer gets the error, naming what
+ * failed (what), from its flush; what was acknowledged before stays; the
+ * daemon serves the next producer. */
+static void sync_failure(struct harness *h, const char *config, const char *fault,
+                         const char *what)
 {
-    struct harness *h = *state;
     const char *extra[] = { "--fsync", "batch", NULL };
     logshard_opts opts = { .socket_path = h->sock, .producer = "syncfail" };
     logshard *ls = NULL;
@@ -202,7 +204,9 @@ static void test_fdatasync_failure(void **state)
     uint64_t acked = 0;
     int r = 0;
 
-    setenv("LOGSHARD_FAULTS", "fdatasync_eio=3", 1);
+    if (config)
+        harness_write_config(h, config);
+    setenv("LOGSHARD_FAULTS", fault, 1);
     harness_start(h, extra);
     unsetenv("LOGSHARD_FAULTS");
     assert_int_equal(logshard_connect(&ls, &opts), 0);
@@ -217,7 +221,7 @@ static void test_fdatasync_failure(void **state)
     }
     assert_int_equal(r, -EIO);
     assert_int_equal(acked, 20); /* two syncs succeeded, the third failed */
-    assert_non_null(strstr(logshard_error_message(ls), "fdatasync"));
+    assert_non_null(strstr(logshard_error_message(ls), what));
     logshard_close(ls);
 
     /* Business as usual for everyone else. */
@@ -240,53 +244,16 @@ static void test_fdatasync_failure(void **state)
     }
 }
 
-/* The same with sync_method = syncfs: the third shared syncfs fails, and
- * every shard it covered is trusted only as far as the syncs before. */
+static void test_fdatasync_failure(void **state)
+{
+    sync_failure(*state, NULL, "fdatasync_eio=3", "fdatasync");
+}
+
+/* With sync_method = syncfs a failed shared syncfs fails every shard it
+ * covered: each is trusted only as far as the syncs before. */
 static void test_syncfs_failure(void **state)
 {
-    struct harness *h = *state;
-    const char *extra[] = { "--fsync", "batch", NULL };
-    logshard_opts opts = { .socket_path = h->sock, .producer = "syncfsfail" };
-    logshard *ls = NULL;
-    char rec[64];
-    uint64_t acked = 0;
-    int r = 0;
-
-    harness_write_config(h, "[sync]\nsync_method = syncfs\n");
-    setenv("LOGSHARD_FAULTS", "syncfs_eio=3", 1);
-    harness_start(h, extra);
-    unsetenv("LOGSHARD_FAULTS");
-    assert_int_equal(logshard_connect(&ls, &opts), 0);
-    for (uint64_t i = 0; i < 100 && r == 0; i++) {
-        size_t len = harness_make_record(rec, sizeof(rec), "syncfsfail", i, 30);
-        r = logshard_append(ls, rec, len);
-        if (r == 0 && i % 10 == 9) {
-            r = logshard_flush(ls, 10000);
-            if (r == 0)
-                acked = i + 1;
-        }
-    }
-    assert_int_equal(r, -EIO);
-    assert_int_equal(acked, 20); /* two syncs succeeded, the third failed */
-    assert_non_null(strstr(logshard_error_message(ls), "syncfs"));
-    logshard_close(ls);
-
-    opts.producer = "after";
-    assert_int_equal(logshard_connect(&ls, &opts), 0);
-    assert_int_equal(logshard_append(ls, "after 0 ok", 10), 0);
-    assert_int_equal(logshard_flush(ls, 10000), 0);
-    logshard_close(ls);
-    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
-
-    {
-        char names[2][32] = { "syncfsfail", "after" };
-        uint64_t want[2] = { 20, 1 }, found[2];
-        size_t len;
-        char *text = harness_merge_and_cat(h, "syncfsfail.lsm", &len);
-        check_exactly_once(text, names, want, 2, found);
-        assert_int_equal(found[0], 20);
-        free(text);
-    }
+    sync_failure(*state, "[sync]\nsync_method = syncfs\n", "syncfs_eio=3", "syncfs");
 }
 
 /* Under interval, records are acknowledged before any sync proves them; a
