@@ -38,6 +38,9 @@
 #                    to the other (default /var/cache/logshard-compare-peers)
 #   PLOT=FILE.png    the plot (default docs/compare-peers-<date>.png; QUICK:
 #                    no plot unless PLOT is set; PLOT= for none)
+#   SYSTEMS="..."    the systems to run, of logshard rsyslog syslog-ng (default:
+#                    all three; syslog-ng's unix-stream takes 256 connections
+#                    by default, too few for 1,000 producers)
 #   RESULTS=FILE     also write every run as a TSV line to FILE
 #   TIMEOUT=SECONDS  limit for one run (default 600)
 #   LOGSHARD_REV=REV what to call the logshard source in the report and the
@@ -61,7 +64,13 @@ PEER_CACHE=${PEER_CACHE:-/var/cache/logshard-compare-peers}
 FLUSH_EVERY=${FLUSH_EVERY:-64}
 TIMEOUT=${TIMEOUT:-600}
 RESULTS=${RESULTS:-}
-SYSTEMS=(logshard rsyslog syslog-ng)
+read -r -a SYSTEMS <<< "${SYSTEMS:-logshard rsyslog syslog-ng}"
+for s in "${SYSTEMS[@]}"; do
+    [[ $s == logshard || $s == rsyslog || $s == syslog-ng ]] || {
+        echo "compare-peers: SYSTEMS: unknown system '$s' (logshard, rsyslog, syslog-ng)" >&2
+        exit 2
+    }
+done
 
 # The workloads: id, producers, record bytes, records per producer, mode.
 # nosync: nobody syncs (logshard --fsync none, one flush at the end);
