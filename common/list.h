@@ -39,6 +39,20 @@ static inline void list_del(struct list_node *n)
     n->prev = n->next = n;
 }
 
+/* Moves every node of src to the empty list dst, in order; src is left empty. */
+static inline void list_move_all(struct list_node *dst, struct list_node *src)
+{
+    if (src->next == src) {
+        dst->next = dst->prev = dst;
+        return;
+    }
+    dst->next = src->next;
+    dst->prev = src->prev;
+    dst->next->prev = dst;
+    dst->prev->next = dst;
+    src->next = src->prev = src;
+}
+
 #define list_entry(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Iterates safely against removal of the current node. */

@@ -52,12 +52,7 @@ void group_sync_submit(struct daemon *d)
             slot = &g->slot[i];
     if (!slot)
         return; /* starts when one of those in flight ends */
-    /* The waiting list becomes the slot's covered one, whole. */
-    slot->covered.next = g->waiting.next;
-    slot->covered.prev = g->waiting.prev;
-    slot->covered.next->prev = &slot->covered;
-    slot->covered.prev->next = &slot->covered;
-    list_init(&g->waiting);
+    list_move_all(&slot->covered, &g->waiting);
     slot->busy = true;
     slot->d = d;
     slot->req = (struct io_req){

@@ -487,8 +487,7 @@ static void read_turn(struct session *s)
             n = read(fd, buf.base, buf.len);
         while (n < 0 && errno == EINTR);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (buf.base == (char *)s->d->rx_scratch)
-                s->d->rx_scratch_busy = false;
+            take_read(s, 0, &buf); /* nothing read: gives the buffer back */
             session_start_reading(s);
             break;
         }
