@@ -376,7 +376,9 @@ static const char *parse_tag(const char *p, const char *end, struct syslog_msg *
 }
 
 /* The BSD reading of what follows a valid PRI, p[0..end). */
-static void parse_bsd(const char *p, const char *end, uint64_t reference_ns, struct syslog_msg *m)
+/* resolve: whether to find the stamp's instant (has_time, time_ns) too. */
+static void parse_bsd(const char *p, const char *end, uint64_t reference_ns, bool resolve,
+                      struct syslog_msg *m)
 {
     const char *text;
     struct tm stamp;
@@ -384,7 +386,7 @@ static void parse_bsd(const char *p, const char *end, uint64_t reference_ns, str
     m->format = SYSLOG_FORMAT_RFC3164;
     if (parse_bsd_stamp(p, end, &stamp)) {
         m->time_text = slice(p, BSD_STAMP_LEN);
-        m->has_time = resolve_bsd_time(&stamp, reference_ns, &m->time_ns);
+        m->has_time = resolve && resolve_bsd_time(&stamp, reference_ns, &m->time_ns);
         p += BSD_STAMP_LEN;
         if (p < end)
             p++;
@@ -413,8 +415,8 @@ static void parse_bsd(const char *p, const char *end, uint64_t reference_ns, str
 
 /* ---- the public calls ---- */
 
-void syslog_msg_parse(const char *data, size_t len, uint64_t reference_ns,
-                      struct syslog_msg *ret_msg)
+static void parse(const char *data, size_t len, uint64_t reference_ns, bool resolve,
+                  struct syslog_msg *ret_msg)
 {
     struct syslog_msg m = {
         .format = SYSLOG_FORMAT_NONE,
@@ -440,8 +442,22 @@ void syslog_msg_parse(const char *data, size_t len, uint64_t reference_ns,
     m.facility = (int)(pri >> 3);
     m.severity = (int)(pri & 7);
     if (!parse_rfc5424(data + n, end, &m))
-        parse_bsd(data + n, end, reference_ns, &m);
+        parse_bsd(data + n, end, reference_ns, resolve, &m);
     *ret_msg = m;
+}
+
+void syslog_msg_parse(const char *data, size_t len, uint64_t reference_ns,
+                      struct syslog_msg *ret_msg)
+{
+    parse(data, len, reference_ns, true, ret_msg);
+}
+
+struct syslog_slice syslog_msg_identifier(const char *data, size_t len)
+{
+    struct syslog_msg m;
+
+    parse(data, len, 0, false, &m);
+    return m.app_name;
 }
 
 size_t syslog_msg_strip_trailer(const char *data, size_t len)

@@ -128,13 +128,19 @@ struct syslog_msg {
  *    of Jan 1 received late on Dec 31 from a sender whose clock runs ahead
  *    is from next year, and Feb 29 goes back to the last leap year (at
  *    most eight years). No such year: has_time is false. This costs one
- *    mktime(3) per stamp as a rule (two across New Year); a caller that
- *    needs only the identifier pays it all the same.
+ *    mktime(3) per stamp as a rule (two across New Year), and glibc's
+ *    mktime stats /etc/localtime on every call: a caller that needs only
+ *    the identifier calls syslog_msg_identifier instead.
  *
  * The parser does not strip what senders append: call
  * syslog_msg_strip_trailer first and parse what it leaves. */
 void syslog_msg_parse(const char *data, size_t len, uint64_t reference_ns,
                       struct syslog_msg *ret_msg);
+
+/* The app_name syslog_msg_parse would find in data[0..len) (absent: ptr
+ * NULL), found the same way but without resolving an RFC 3164 stamp's
+ * year, which is most of the cost of a parse. */
+struct syslog_slice syslog_msg_identifier(const char *data, size_t len);
 
 /* The length of data[0..len) without what senders append after a message:
  * every trailing NUL byte (Python's SysLogHandler, glibc's syslog(3) on a

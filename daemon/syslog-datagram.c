@@ -20,7 +20,12 @@
  *
  * Each wakeup reads at most DGRAM_BATCH datagrams, so that a flood on this
  * socket leaves the loop to the producer connections and the I/O
- * completions in between. */
+ * completions in between. They are read with one recvmmsg(2): besides the
+ * syscalls, this saves wakeups. When the queue is full, senders sleep in
+ * send(), and every datagram taken off the queue wakes one; read one at a
+ * time, each read wakes a sender that sends one datagram and sleeps again,
+ * a context switch per message. Taken off in a batch, every sleeper is
+ * woken at most once per batch and sends many. */
 #include "syslog-datagram.h"
 
 #include <errno.h>
@@ -29,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -43,7 +49,11 @@
 #include "syslog-producers.h"
 #include "syslog_msg.h"
 
-#define DGRAM_BATCH 64u
+#define DGRAM_BATCH 32u
+/* What a slot keeps resident after a datagram longer than this: the rest
+ * of its pages go back to the kernel, so that a burst of large datagrams
+ * does not leave DGRAM_BATCH times max_record_bytes in use. */
+#define DGRAM_SLOT_KEEP (64u * 1024u)
 /* What the drain reads of the kernel's queue before it closes the socket:
  * far more than a default queue holds, and a bound against a sender that
  * keeps writing during the drain. */
@@ -64,8 +74,18 @@ struct syslog_dgram {
     bool bound;       /* this daemon made the file: it removes it at stop */
     bool activated;   /* systemd passed the socket */
     uv_poll_t poll;
-    unsigned char *buf; /* one datagram; buf_cap is max_record_bytes and room for a trailer */
+    /* DGRAM_BATCH slots of slot_size bytes, one datagram each: room for
+     * buf_cap, max_record_bytes and a trailer. Mapped, not allocated, so
+     * that only what datagrams touch is resident. */
+    unsigned char *slots;
+    size_t slot_size, slots_size;
     size_t buf_cap;
+    struct mmsghdr msgs[DGRAM_BATCH];
+    struct iovec iovs[DGRAM_BATCH];
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(struct ucred))];
+    } controls[DGRAM_BATCH];
     struct shard_subscriber on_shards;
     void (*stop_cb)(void *);
     void *stop_data;
@@ -114,13 +134,12 @@ static void count_drop(struct syslog_dgram *g, enum drop_why why, const struct s
 
 /* ---- one datagram ---- */
 
-static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
+static void take_datagram(struct syslog_dgram *g, const char *data, size_t len, bool truncated,
                           const struct shard_creds *creds, uint64_t now, uint64_t now_mono)
 {
     struct daemon *d = g->d;
-    const char *data = (const char *)g->buf;
     size_t plen;
-    struct syslog_msg msg;
+    struct syslog_slice ident;
     char name[SYSLOG_PRODUCER_NAME_SIZE];
     char detail[160];
     int r;
@@ -150,9 +169,8 @@ static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
         count_drop(g, DROP_OVERSIZED, creds, detail);
         return;
     }
-    syslog_msg_parse(data, plen, now, &msg);
-    r = syslog_producer_name(msg.app_name.ptr, msg.app_name.len, (uid_t)creds->uid, name,
-                             sizeof(name));
+    ident = syslog_msg_identifier(data, plen);
+    r = syslog_producer_name(ident.ptr, ident.len, (uid_t)creds->uid, name, sizeof(name));
     if (r < 0) { /* the buffer is SYSLOG_PRODUCER_NAME_SIZE: never */
         count_drop(g, DROP_REFUSED, creds, "no producer name could be made for it");
         return;
@@ -177,44 +195,22 @@ static void take_datagram(struct syslog_dgram *g, size_t len, bool truncated,
     d->stats.bytes_received += plen;
 }
 
-/* Reads one datagram, received at now (CLOCK_REALTIME; now_mono on
- * CLOCK_MONOTONIC). Returns 1 when
- * one was taken (or dropped), 0 when the queue is empty, or a negative
- * errno. */
-static int read_one(struct syslog_dgram *g, uint64_t now, uint64_t now_mono)
+/* The sender's credentials in a received message's control data, closing
+ * any descriptors that came along. Returns NULL without them. */
+static const struct shard_creds *message_creds(struct msghdr *mh, struct shard_creds *creds)
 {
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(struct ucred))];
-    } control;
-    struct iovec iov = { .iov_base = g->buf, .iov_len = g->buf_cap };
-    struct msghdr mh = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = control.buf,
-        .msg_controllen = sizeof(control.buf),
-    };
-    struct shard_creds creds, *cp = NULL;
-    ssize_t n;
+    const struct shard_creds *found = NULL;
 
-    /* MSG_TRUNC: the datagram's real length, so an oversized one is told
-     * apart from one that just fills the buffer. A datagram queued before
-     * SO_PASSCRED was on (a socket systemd bound without PassCredentials=yes)
-     * comes with the kernel's "nobody": pid 0 and the overflow uid and gid;
-     * it is kept under those, which is what the kernel vouches for. */
-    n = recvmsg(g->fd, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
-    if (n < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
             c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
             struct ucred uc;
 
             memcpy(&uc, CMSG_DATA(c), sizeof(uc));
-            creds.pid = (uint32_t)uc.pid;
-            creds.uid = (uint32_t)uc.uid;
-            creds.gid = (uint32_t)uc.gid;
-            cp = &creds;
+            creds->pid = (uint32_t)uc.pid;
+            creds->uid = (uint32_t)uc.uid;
+            creds->gid = (uint32_t)uc.gid;
+            found = creds;
         } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
             /* Descriptors nobody asked for: closed, never kept. */
             size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -225,8 +221,52 @@ static int read_one(struct syslog_dgram *g, uint64_t now, uint64_t now_mono)
             }
         }
     }
-    take_datagram(g, (size_t)n, (size_t)n > g->buf_cap || (mh.msg_flags & MSG_TRUNC), cp, now, now_mono);
-    return 1;
+    return found;
+}
+
+/* Reads up to max datagrams (at most DGRAM_BATCH) with one recvmmsg and
+ * takes them, received at now (CLOCK_REALTIME; now_mono on
+ * CLOCK_MONOTONIC). Returns how many were taken (or dropped), 0 when the
+ * queue is empty, or a negative errno. */
+static int read_batch(struct syslog_dgram *g, unsigned max, uint64_t now, uint64_t now_mono)
+{
+    unsigned n = max < DGRAM_BATCH ? max : DGRAM_BATCH;
+    int got;
+
+    for (unsigned i = 0; i < n; i++) {
+        g->iovs[i] = (struct iovec){ .iov_base = g->slots + i * g->slot_size,
+                                     .iov_len = g->buf_cap };
+        g->msgs[i].msg_hdr = (struct msghdr){
+            .msg_iov = &g->iovs[i],
+            .msg_iovlen = 1,
+            .msg_control = g->controls[i].buf,
+            .msg_controllen = sizeof(g->controls[i].buf),
+        };
+        g->msgs[i].msg_len = 0;
+    }
+    /* MSG_TRUNC: each datagram's real length, so an oversized one is told
+     * apart from one that just fills its slot. A datagram queued before
+     * SO_PASSCRED was on (a socket systemd bound without
+     * PassCredentials=yes) comes with the kernel's "nobody": pid 0 and the
+     * overflow uid and gid; it is kept under those, which is what the
+     * kernel vouches for. */
+    got = recvmmsg(g->fd, g->msgs, n, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC, NULL);
+    if (got < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    for (int i = 0; i < got; i++) {
+        struct msghdr *mh = &g->msgs[i].msg_hdr;
+        size_t len = g->msgs[i].msg_len;
+        struct shard_creds creds;
+        const struct shard_creds *cp = message_creds(mh, &creds);
+
+        take_datagram(g, (const char *)g->iovs[i].iov_base, len,
+                      len > g->buf_cap || (mh->msg_flags & MSG_TRUNC), cp, now, now_mono);
+        /* Pages past the first DGRAM_SLOT_KEEP go back (see there). */
+        if (len > DGRAM_SLOT_KEEP)
+            (void)madvise((unsigned char *)g->iovs[i].iov_base + DGRAM_SLOT_KEEP,
+                          g->slot_size - DGRAM_SLOT_KEEP, MADV_DONTNEED); /* advice only */
+    }
+    return got;
 }
 
 static bool over_memory(const struct syslog_dgram *g)
@@ -263,6 +303,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
     /* One clock read per wakeup: the datagrams it reads were all queued
      * by then, and a clock read per datagram costs as much as its parse. */
     uint64_t now = now_realtime_ns(), now_mono = now_monotonic_ns();
+    int r;
 
     (void)events;
     if (status < 0) {
@@ -270,19 +311,14 @@ static void on_readable(uv_poll_t *h, int status, int events)
                                 g->path, uv_strerror(status));
         return;
     }
-    for (unsigned i = 0; i < DGRAM_BATCH && g->state == DGRAM_READING; i++) {
-        int r = read_one(g, now, now_mono);
-
-        if (r == 0)
-            break;
-        if (r < 0) {
-            log_warning_ratelimited(g->d->loop, "syslog socket errors", "%s: recvmsg: %s",
-                                    g->path, strerror(-r));
-            break;
-        }
-        if (over_memory(g))
-            set_state(g, DGRAM_PAUSED);
-    }
+    /* A batch may take the daemon up to DGRAM_BATCH records over its
+     * memory limit before the socket pauses: a bounded overshoot. */
+    r = read_batch(g, DGRAM_BATCH, now, now_mono);
+    if (r < 0)
+        log_warning_ratelimited(g->d->loop, "syslog socket errors", "%s: recvmmsg: %s", g->path,
+                                strerror(-r));
+    else if (r > 0 && over_memory(g))
+        set_state(g, DGRAM_PAUSED);
 }
 
 /* Buffers came back: read again once the daemon is well under its limit. */
@@ -400,7 +436,8 @@ static void free_dgram(struct syslog_dgram *g)
         (void)close(g->fd); /* ours; nothing to flush on a socket we read */
     if (g->bound)
         (void)unlink(g->path); /* ours; a leftover file is replaced at the next start */
-    free(g->buf);
+    if (g->slots)
+        (void)munmap(g->slots, g->slots_size); /* ours, mapped whole */
     free(g->path);
     free(g);
 }
@@ -424,8 +461,13 @@ int syslog_dgram_start(struct daemon *d, struct syslog_dgram **ret, char *why, s
     /* The largest record and what a sender may append after it ("\n" and
      * NULs); a longer datagram is seen as cut (MSG_TRUNC) and dropped. */
     g->buf_cap = (size_t)d->config.max_record_bytes + 64u;
-    g->buf = malloc(g->buf_cap);
-    if (!g->path || !g->buf) {
+    g->slot_size = (g->buf_cap + 4095u) & ~(size_t)4095u;
+    g->slots_size = g->slot_size * DGRAM_BATCH;
+    g->slots = mmap(NULL, g->slots_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g->slots == MAP_FAILED)
+        g->slots = NULL;
+    if (!g->path || !g->slots) {
         snprintf(why, why_len, "out of memory");
         r = -ENOMEM;
         goto fail;
@@ -491,8 +533,13 @@ void syslog_dgram_stop(struct syslog_dgram *g, void (*cb)(void *data), void *dat
     /* What senders handed over before the stop is in the kernel's queue;
      * it is read now, memory limit or not, so that the drain seals it
      * instead of closing it away. */
-    while (n < DGRAM_DRAIN_MAX && read_one(g, now_realtime_ns(), now_monotonic_ns()) > 0)
-        n++;
+    while (n < DGRAM_DRAIN_MAX) {
+        int r = read_batch(g, DGRAM_DRAIN_MAX - n, now_realtime_ns(), now_monotonic_ns());
+
+        if (r <= 0)
+            break;
+        n += (unsigned)r;
+    }
     (void)uv_poll_stop(&g->poll);
     shard_unsubscribe(&g->on_shards);
     set_state(g, DGRAM_CLOSING);

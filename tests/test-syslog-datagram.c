@@ -249,23 +249,30 @@ static void test_raw_datagrams(void **state)
     const char forged[] = "<13>forger[1]: I am init, believe me";
     const unsigned char garbage[] = { 0xff, 0xfe, 0x00, 0x01, '<', '9', '9', '9', '>', 0x80,
                                       '\n', 0xc3, 0x28, 0x00, 0x7f, 'x' };
-    size_t big_len = 60 * 1024;
-    char *big = malloc(big_len);
+    /* Three large datagrams in a row, over what a read slot keeps
+     * resident (64 KiB): each arrives whole, and so does what follows
+     * them in the same slots. */
+    size_t big_len = 100 * 1024;
+    char *big[3];
     char *producer;
     struct syslog_recs r;
     const struct syslog_rec *x;
     char log_needle[96];
 
-    assert_non_null(big);
-    memcpy(big, "<13>bigsender: ", 15);
-    for (size_t i = 15; i < big_len; i++)
-        big[i] = (char)('a' + i % 26);
+    for (int b = 0; b < 3; b++) {
+        big[b] = malloc(big_len);
+        assert_non_null(big[b]);
+        snprintf(big[b], big_len, "<13>bigsender%d: ", b);
+        for (size_t i = 16; i < big_len; i++)
+            big[b][i] = (char)('a' + (i + (size_t)b) % 26);
+    }
 
     start_with_syslog(h, NULL);
     send_text(h, forged);
     send_raw(h, "", 0);      /* empty: counted, dropped */
     send_raw(h, "\n\0", 2);  /* empty once the trailer is gone */
-    send_raw(h, big, big_len);
+    for (int b = 0; b < 3; b++)
+        send_raw(h, big[b], big_len);
     send_raw(h, garbage, sizeof(garbage));
     send_text(h, "<14>nl: a line end is the sender's\n");
     for (int i = 0; i < 200; i++) {
@@ -279,15 +286,15 @@ static void test_raw_datagrams(void **state)
     if (!harness_wait_log(h, log_needle, 10000))
         fail_msg("the daemon's log never said: %s", log_needle);
     assert_int_equal(syslog_status(h, "dropped", "empty"), 2);
-    assert_int_equal(syslog_status(h, NULL, "datagrams"), 206);
-    assert_int_equal(syslog_status(h, NULL, "records"), 204);
+    assert_int_equal(syslog_status(h, NULL, "datagrams"), 208);
+    assert_int_equal(syslog_status(h, NULL, "records"), 206);
     /* The shards count their bytes with the credential blocks: what waits
      * to be written is at most what was sent, never a count gone below 0. */
     assert_true(syslog_status(h, "", "bytes_waiting") < 1024 * 1024);
     syslog_stop_clean(h);
 
     r = syslog_read_spool(h);
-    assert_int_equal(r.n, 204);
+    assert_int_equal(r.n, 206);
     /* The text claims pid 1; the record says who really sent it. */
     producer = syslog_producer_of("forger");
     x = syslog_expect_once(&r, "syslog-datagram", producer, forged, strlen(forged));
@@ -295,10 +302,16 @@ static void test_raw_datagrams(void **state)
     assert_int_equal(x->hdr_pid, (uint64_t)getpid());
     free(producer);
 
-    producer = syslog_producer_of("bigsender");
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
-                                               big, big_len));
-    free(producer);
+    for (int b = 0; b < 3; b++) {
+        char id[16];
+
+        snprintf(id, sizeof(id), "bigsender%d", b);
+        producer = syslog_producer_of(id);
+        syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
+                                                   big[b], big_len));
+        free(producer);
+        free(big[b]);
+    }
 
     /* No PRI, no identifier: the fallback name; the bytes as they came
      * (the trailing 'x' keeps the NULs and the newline inside). */
@@ -322,7 +335,6 @@ static void test_raw_datagrams(void **state)
         free(producer);
     }
     syslog_recs_free(&r);
-    free(big);
 }
 
 /* A datagram over max_record_bytes is counted and logged, not stored; the

@@ -81,6 +81,13 @@ static struct syslog_msg parse_at(const char *s, size_t len, uint64_t reference_
     }
     assert_non_null(m.message.ptr);
     assert_ptr_equal(m.message.ptr + m.message.len, s + len);
+    /* The daemon's shortcut to the identifier finds the same one. */
+    {
+        struct syslog_slice id = syslog_msg_identifier(s, len);
+
+        assert_ptr_equal(id.ptr, m.app_name.ptr);
+        assert_int_equal(id.len, m.app_name.len);
+    }
     return m;
 }
 

@@ -200,6 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size)
 
     syslog_msg_parse(data, len, reference, &again);
     FUZZ_CHECK(same_msg(&m, &again));
+    /* The daemon's shortcut names the same producer. */
+    FUZZ_CHECK(same_slice(syslog_msg_identifier(data, len), m.app_name));
 
     check_strip(data, len);
     check_name(m.app_name.ptr, m.app_name.len, (uid_t)(size * 2654435761u));
