@@ -533,10 +533,10 @@ echo "| workload | logshard / rsyslog | logshard / syslog-ng | target | CPU/GiB 
 echo "| --- | ---: | ---: | --- | ---: | ---: |"
 for w in "${WORKLOAD_LIST[@]}"; do
     printf '| %s | %s | %s | %s | %s | %s |\n' "${WL_LABEL[$w]}" \
-        "$(ratio "${MED[$w/logshard/4]}" "${MED[$w/rsyslog/4]}")" \
-        "$(ratio "${MED[$w/logshard/4]}" "${MED[$w/syslog-ng/4]}")" "$(target "$w")" \
-        "$(ratio "${MED[$w/logshard/6]}" "${MED[$w/rsyslog/6]}")" \
-        "$(ratio "${MED[$w/logshard/7]}" "${MED[$w/syslog-ng/7]}")"
+        "$(ratio "${MED[$w/logshard/4]:-}" "${MED[$w/rsyslog/4]:-}")" \
+        "$(ratio "${MED[$w/logshard/4]:-}" "${MED[$w/syslog-ng/4]:-}")" "$(target "$w")" \
+        "$(ratio "${MED[$w/logshard/6]:-}" "${MED[$w/rsyslog/6]:-}")" \
+        "$(ratio "${MED[$w/logshard/7]:-}" "${MED[$w/syslog-ng/7]:-}")"
 done
 
 echo

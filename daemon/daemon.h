@@ -150,8 +150,8 @@ struct daemon {
     uint64_t open_shards;
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;
-    /* Bytes the producer connections may still read in this loop tick, and
-     * the connections waiting for their turn (session-recv.c). */
+    /* Bytes the connections may still read in this loop tick, and those
+     * waiting for their turn (read-turns.c). */
     int64_t rx_budget;
     struct list_node rx_turns;
     uv_idle_t rx_turn_idle; /* keeps the loop from blocking while some wait */

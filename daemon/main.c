@@ -36,6 +36,7 @@
 #include "logshard-build.h"
 #include "metrics.h"
 #include "notify.h"
+#include "read-turns.h"
 #include "recovery.h"
 #include "session.h"
 #include "shard.h"
@@ -271,7 +272,7 @@ static bool syncfs_wanted(const struct daemon *d)
  * waiting queues its write. */
 static void before_submit(void *data)
 {
-    session_rx_take_turns(data);
+    read_turns_take(data);
     shard_write_dirty(data);
     group_sync_submit(data);
 }
@@ -334,6 +335,7 @@ static int run(struct daemon *d)
         log_warning("io_uring unavailable (%s); writing through the thread pool instead",
                     io_why);
     io_set_before_submit(d->io, before_submit, d);
+    read_turns_init(d);
     session_init(d);
 
     /* Asked once, and the environment cleared: each input takes its own

@@ -12,6 +12,7 @@
 
 #include "budget.h"
 #include "list.h"
+#include "read-turns.h"
 #include "session.h"
 #include "shard_format.h"
 #include "wire.h"
@@ -99,7 +100,7 @@ struct session {
     size_t rx_need; /* the size of the incomplete frame rx_buf begins, once its header
                      * is in (0 before): reads end where it does */
     struct list_node paused_node; /* d->paused_sessions while RX_PAUSED */
-    struct list_node turn_node;   /* d->rx_turns while RX_TURN */
+    struct read_turn turn;        /* waits in read-turns.c's queue while RX_TURN */
     bool turn_over; /* on_alloc found the tick's budget spent: defer, not fail */
     /* The producer's share of the disk budget, from HELLO on (NULL
      * before), and the session's place among its waiters while RX_QUOTA. */
@@ -193,6 +194,10 @@ const char *session_who(const struct session *s, char *buf, size_t len);
 void session_start_reading(struct session *s);
 /* Stops reading for good (the session is no longer open). */
 void session_rx_stop(struct session *s);
+
+/* Reads a session whose turn came (read-turns.h), straight from its
+ * socket, up to the end of a frame; a full read takes another turn. */
+void session_rx_take_turn(struct read_turn *t);
 /* For session_pump: lifts the always gate once the last frame is synced,
  * and resumes a paused session once it is back under its budgets. */
 void session_rx_pump(struct session *s);

@@ -20,16 +20,9 @@
  * stays in the buffer, unread past it, until budget.c calls back) or is
  * refused; a spool at its budget refuses the frame.
  *
- * Connections take turns. libuv reads a readable connection again and
- * again while each read fills its buffer, so a thousand busy producers
- * would each be read for up to 2 MiB in one loop tick, and the daemon
- * would hold all of it in batch buffers at once. Instead the tick has a
- * read budget (RX_TICK_BUDGET) shared by every connection: once it is
- * spent, a connection that has more to read stops (RX_TURN) and joins
- * d->rx_turns, and at the start of the next tick those connections are
- * read first, in the order they stopped, straight from their sockets.
- * What the daemon holds then depends on the budget, not on the number of
- * producers, and every producer gets its turn. */
+ * Connections take turns (read-turns.h): a read that finds the tick's
+ * budget spent stops (RX_TURN), and the connection is read first at the
+ * next tick, straight from its socket, up to the end of a frame. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -42,21 +35,12 @@
 #include "fileutil.h"
 #include "log.h"
 #include "memory.h"
+#include "read-turns.h"
 #include "session-internal.h"
 #include "shard.h"
 
 #define RX_SCRATCH (64u * 1024u)
 #define RX_MIN_OWN (4u * 1024u)
-/* Bytes all producer connections together read in one loop tick, before
- * the tick's writes are queued: large enough that every write is big,
- * small enough that the batch buffers it fills stay a few MiB. */
-#define RX_TICK_BUDGET (4 * 1024 * 1024)
-
-static void on_turn_idle(uv_idle_t *h)
-{
-    (void)h; /* the turns are taken before the tick's writes: session_rx_take_turns() */
-}
-
 /* Every change of s->rx: a session that is no longer open is never read
  * again, and a paused one is on d->paused_sessions exactly while paused. */
 static void set_rx(struct session *s, enum session_rx next)
@@ -64,22 +48,18 @@ static void set_rx(struct session *s, enum session_rx next)
     assert(next == RX_STOPPED || session_is_open(s));
     assert(list_linked(&s->paused_node) == (s->rx == RX_PAUSED));
     assert(list_linked(&s->quota_waiter.node) == (s->rx == RX_QUOTA));
-    assert(list_linked(&s->turn_node) == (s->rx == RX_TURN));
+    /* read_turns_take() takes a session off the queue before its turn. */
+    assert(!read_turns_waiting(&s->turn) || s->rx == RX_TURN);
     if (s->rx == RX_PAUSED)
         list_del(&s->paused_node);
     if (s->rx == RX_QUOTA)
         budget_unwait(&s->quota_waiter);
     if (s->rx == RX_TURN)
-        list_del(&s->turn_node);
+        read_turns_leave(&s->turn);
     if (next == RX_PAUSED)
         list_add_tail(&s->d->paused_sessions, &s->paused_node);
-    if (next == RX_TURN) {
-        s->d->stats.read_turns++;
-        list_add_tail(&s->d->rx_turns, &s->turn_node);
-        /* An active idle handle makes the loop poll without blocking, so
-         * the next tick comes at once. */
-        (void)uv_idle_start(&s->d->rx_turn_idle, on_turn_idle); /* cannot fail */
-    }
+    if (next == RX_TURN)
+        read_turns_wait(s->d, &s->turn);
     s->rx = next;
 }
 
@@ -370,7 +350,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         *buf = uv_buf_init((char *)s->rx_buf + s->rx_len, (unsigned)(s->rx_need - s->rx_len));
         return;
     }
-    if (s->rx == RX_READING && d->rx_budget <= 0) {
+    if (s->rx == RX_READING && read_turns_spent(d)) {
         /* The tick's budget is spent: on_read hears UV_ENOBUFS and makes
          * this connection wait its turn, nothing read. */
         s->turn_over = true;
@@ -436,7 +416,7 @@ static void take_read(struct session *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     s->last_rx_ns = now_monotonic_ns();
-    s->d->rx_budget -= nread;
+    read_turns_spend(s->d, (size_t)nread);
     if (scratch) {
         const unsigned char *base = (const unsigned char *)buf->base;
         size_t need, used = decode_frames(s, base, (size_t)nread, &need);
@@ -469,8 +449,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
  * (libuv is not reading it), up to the end of a frame. A full read means
  * more may wait: it takes another turn, after the others; a short one goes
  * back to libuv. */
-static void read_turn(struct session *s)
+void session_rx_take_turn(struct read_turn *t)
 {
+    struct session *s = (struct session *)((char *)t - offsetof(struct session, turn));
     uv_os_fd_t fd;
     uv_buf_t buf;
     ssize_t n;
@@ -509,35 +490,6 @@ static void read_turn(struct session *s)
         }
     }
     session_pump(s);
-}
-
-#ifdef LOGSHARD_FAULT_INJECTION
-/* Test builds: LOGSHARD_FAULTS=small_read_turns makes the tick's budget
- * 16 KiB, so that connections take turns all the time, with any load. */
-static int64_t tick_budget(void)
-{
-    static int64_t budget = -1;
-
-    if (budget < 0) {
-        const char *env = getenv("LOGSHARD_FAULTS");
-        budget = env && strstr(env, "small_read_turns") ? 16 * 1024 : RX_TICK_BUDGET;
-    }
-    return budget;
-}
-#else
-static int64_t tick_budget(void)
-{
-    return RX_TICK_BUDGET;
-}
-#endif
-
-void session_rx_take_turns(struct daemon *d)
-{
-    d->rx_budget = tick_budget();
-    while (d->rx_budget > 0 && !list_empty(&d->rx_turns))
-        read_turn(list_entry(d->rx_turns.next, struct session, turn_node));
-    if (list_empty(&d->rx_turns))
-        (void)uv_idle_stop(&d->rx_turn_idle); /* cannot fail */
 }
 
 void session_start_reading(struct session *s)

@@ -267,8 +267,6 @@ static const struct shard_events sessions_shard_events = {
 void session_init(struct daemon *d)
 {
     shard_subscribe(d, &d->sessions_on_shards, &sessions_shard_events, d);
-    list_init(&d->rx_turns);
-    (void)uv_idle_init(d->loop, &d->rx_turn_idle); /* cannot fail */
 }
 
 #ifdef LOGSHARD_FAULT_INJECTION
@@ -647,7 +645,7 @@ int session_accept(struct daemon *d, int fd)
     s->accepted_ns = s->last_rx_ns = now_monotonic_ns();
     s->protocol = WIRE_PROTOCOL_V1;
     list_init(&s->paused_node);
-    list_init(&s->turn_node);
+    read_turn_init(&s->turn, session_rx_take_turn);
     list_init(&s->quota_waiter.node);
     s->quota_waiter.resume = session_quota_resume;
     list_init(&s->resume_node);

@@ -26,14 +26,8 @@ void session_sweep(struct daemon *d);
 
 /* Subscribes the sessions to the shards' reports they share: a shard that
  * gives memory back lets sessions paused for the daemon's memory limit read
- * again; and sets up the turns connections take at reading. Once, before
- * the first connection. */
+ * again. Once, before the first connection. */
 void session_init(struct daemon *d);
-
-/* Starts a loop tick's reading: renews the read budget all producer
- * connections share and reads first those that waited for their turn.
- * Once per tick, before the tick's writes are queued. */
-void session_rx_take_turns(struct daemon *d);
 
 /* Retires the current shard of every open session of producer (NULL: of
  * every producer) now, as a full shard would be: it is sealed once its

@@ -21,7 +21,10 @@
  * buffer hold more than session_buffer_bytes or the daemon more than
  * memory_limit_bytes; the sender then blocks in write() once the socket's
  * buffer is full. It reads again, in the order the connections paused,
- * under the same thresholds as a session (memory.h).
+ * under the same thresholds as a session (memory.h). And a connection
+ * shares the loop tick's read budget with the producer sessions: once it
+ * is spent, the connection waits for its turn (read-turns.h), so that 64
+ * busy senders do not fill 64 batch buffers of megabytes in one tick.
  *
  * A connection's shard is sealed when it is full (max_shard_bytes), old
  * (max_shard_age), idle ([syslog] idle_timeout), failed, or when the
@@ -52,6 +55,7 @@
 #include "list.h"
 #include "log.h"
 #include "memory.h"
+#include "read-turns.h"
 #include "shard.h"
 #include "syslog_frame.h"
 #include "syslog_msg.h"
@@ -78,6 +82,7 @@ enum conn_state {
     CONN_READING, /* watching the socket */
     CONN_PAUSED,  /* over a budget: on l->paused until buffers come back */
     CONN_QUOTA,   /* its producer is at its disk quota: waits on it (budget.h) */
+    CONN_TURN,    /* found the tick's read budget spent: waits for its turn (read-turns.h) */
     CONN_CLOSING, /* the poll handle is closing */
 };
 
@@ -85,6 +90,7 @@ struct conn {
     struct syslog_stream *l;
     struct list_node node;        /* l->conns */
     struct list_node paused_node; /* l->paused while CONN_PAUSED */
+    struct read_turn turn;        /* in read-turns.c's queue while CONN_TURN */
     enum conn_state state;
     int fd;
     uv_poll_t poll;
@@ -373,8 +379,12 @@ static void set_state(struct conn *c, enum conn_state next)
         list_del(&c->paused_node);
     if (c->state == CONN_QUOTA)
         budget_unwait(&c->quota_waiter);
+    if (c->state == CONN_TURN)
+        read_turns_leave(&c->turn); /* read_turns_take() may have done it */
     if (next == CONN_PAUSED)
         list_add_tail(&c->l->paused, &c->paused_node);
+    if (next == CONN_TURN)
+        read_turns_wait(c->l->d, &c->turn);
     c->state = next;
 }
 
@@ -473,7 +483,8 @@ static void on_quota_resume(struct budget_waiter *w)
  * Returns 1 when the peer has closed (or the connection failed: how says
  * which), 0 when the socket is empty or max_bytes were read, or the
  * framer's error. With budget, stops early (returning 0) once the
- * connection is over its memory budget, and pauses it. */
+ * connection is over its memory budget, and pauses it, or once the tick's
+ * read budget is spent, and makes it wait for its turn. */
 static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool budget,
                      const char **how)
 {
@@ -481,9 +492,15 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
     size_t total = 0;
 
     for (size_t i = 0; i < max_reads && total < max_bytes; i++) {
-        ssize_t room = rx_room(c), n;
+        ssize_t room, n;
         int r;
 
+        if (budget && read_turns_spent(d)) {
+            (void)uv_poll_stop(&c->poll);
+            set_state(c, CONN_TURN);
+            return 0;
+        }
+        room = rx_room(c);
         if (room < 0) {
             *how = "could not be read further: out of memory";
             return 1;
@@ -502,6 +519,7 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
         }
         c->len += (size_t)n;
         total += (size_t)n;
+        read_turns_spend(d, (size_t)n);
         c->last_read_mono_ns = now_monotonic_ns();
         r = frame_buffer(c, false);
         if (r < 0)
@@ -529,11 +547,21 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
     return 0;
 }
 
+/* One wakeup's or one turn's reading. */
+static void read_and_frame(struct conn *c)
+{
+    const char *how = NULL;
+    int r = read_some(c, READS_PER_WAKEUP, SIZE_MAX, true, &how);
+
+    if (r == 1)
+        finish_conn(c, how);
+    else if (r < 0)
+        framing_failed(c, r);
+}
+
 static void on_conn_readable(uv_poll_t *h, int status, int events)
 {
     struct conn *c = h->data;
-    const char *how = NULL;
-    int r;
 
     (void)events;
     if (c->state != CONN_READING)
@@ -542,17 +570,23 @@ static void on_conn_readable(uv_poll_t *h, int status, int events)
         finish_conn(c, "failed (poll error)");
         return;
     }
-    r = read_some(c, READS_PER_WAKEUP, SIZE_MAX, true, &how);
-    if (r == 1)
-        finish_conn(c, how);
-    else if (r < 0)
-        framing_failed(c, r);
+    read_and_frame(c);
 }
 
 static void start_reading(struct conn *c)
 {
     set_state(c, CONN_READING);
     (void)uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_readable); /* a valid fd */
+}
+
+/* The connection's turn came: it is watched again, and read now. */
+static void on_turn(struct read_turn *t)
+{
+    struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, turn));
+
+    assert(c->state == CONN_TURN);
+    start_reading(c);
+    read_and_frame(c);
 }
 
 /* Buffers came back: the connections paused first read again first, while
@@ -664,6 +698,7 @@ static void on_accepted(struct unixsock *u, int fd)
     c->poll.data = c;
     c->state = CONN_READING;
     list_init(&c->paused_node);
+    read_turn_init(&c->turn, on_turn);
     list_init(&c->quota_waiter.node);
     c->quota_waiter.resume = on_quota_resume;
     list_add_tail(&l->conns, &c->node);

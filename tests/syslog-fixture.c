@@ -70,6 +70,7 @@ struct syslog_recs syslog_read_spool(struct harness *h)
 {
     struct harness_run run = harness_run_logctl(h, "verify", "--spool", h->spool, NULL);
     struct syslog_recs r = { NULL, 0 };
+    size_t cap = 0;
     char *line, *nl;
 
     harness_expect_code(&run, 0, "logctl verify --spool");
@@ -87,8 +88,11 @@ struct syslog_recs syslog_read_spool(struct harness *h)
         if (json_parse(line, (size_t)(nl - line), &v, &why, NULL) != 0)
             fail_msg("logctl cat --json printed a line that is not JSON (%s): %.*s", why,
                      (int)(nl - line), line);
-        r.v = realloc(r.v, (r.n + 1) * sizeof(*r.v));
-        assert_non_null(r.v);
+        if (r.n == cap) { /* doubling: a spool may hold 100,000s of records */
+            cap = cap ? cap * 2 : 64;
+            r.v = realloc(r.v, cap * sizeof(*r.v));
+            assert_non_null(r.v);
+        }
         x = &r.v[r.n++];
         memset(x, 0, sizeof(*x));
         snprintf(x->producer, sizeof(x->producer), "%s", json_get_str(v, "producer", "?"));

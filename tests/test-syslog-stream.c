@@ -643,6 +643,58 @@ static void test_backpressure(void **state)
     /* The writes never complete: the teardown kills the daemon. */
 }
 
+/* Busy connections with the tick's read budget forced down to 16 KiB
+ * (LOGSHARD_FAULTS=small_read_turns): they take turns, and every message
+ * of every connection is stored once, in the order it was sent. */
+static void test_turns(void **state)
+{
+    enum { CONNS = 6, LINES = 20000 };
+    struct harness *h = *state;
+    int fds[CONNS];
+    struct syslog_recs r;
+    size_t next[CONNS] = { 0 };
+
+    setenv("LOGSHARD_FAULTS", "small_read_turns", 1);
+    start_with_stream(h, NULL);
+    unsetenv("LOGSHARD_FAULTS");
+    for (int c = 0; c < CONNS; c++)
+        fds[c] = connect_stream(h);
+    /* Interleaved writes of 64 lines, so that every connection has more to
+     * send while the others are read. */
+    for (size_t i = 0; i < LINES; i += 64) {
+        for (int c = 0; c < CONNS; c++) {
+            char buf[64 * 48];
+            size_t len = 0;
+
+            for (size_t k = i; k < i + 64 && k < LINES; k++)
+                len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+                                        "<13>turn%d: message %07zu\n", c, k);
+            write_all(fds[c], buf, len);
+        }
+    }
+    /* Megabytes went through socket buffers of a few hundred KiB, so the
+     * daemon read while they were written, 16 KiB a tick. */
+    assert_true(syslog_status(h, "", "read_turns") > 0);
+    for (int c = 0; c < CONNS; c++)
+        close(fds[c]);
+    syslog_stop_clean(h);
+    r = syslog_read_spool(h);
+    assert_int_equal(r.n, CONNS * LINES);
+    for (size_t i = 0; i < r.n; i++) {
+        int c;
+        size_t k;
+
+        if (sscanf(r.v[i].payload, "<13>turn%d: message %zu", &c, &k) != 2 || c < 0 ||
+            c >= CONNS)
+            fail_msg("a record nobody sent: %.*s", (int)r.v[i].len, r.v[i].payload);
+        if (k != next[c])
+            fail_msg("connection %d: message %zu where %zu was due (lost, twice or out of "
+                     "order)", c, k, next[c]);
+        next[c]++;
+    }
+    syslog_recs_free(&r);
+}
+
 /* The count of lines holding needle in what logctl cat prints of every
  * merged file and of done/. */
 static size_t count_everywhere(struct harness *h, const char *needle)
@@ -842,6 +894,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_access_and_limits, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_backpressure, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_quota_waits, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_turns, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_drain, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, harness_teardown),
     };
