@@ -279,7 +279,7 @@ static int cmd_updown(struct mock *m, char **argv, struct why *why)
 {
     bool up = strcmp(argv[0], "up") == 0;
     char what[64];
-    int32_t id;
+    int32_t id = 0; /* set unless parse_broker fails; -O3 cannot tell */
     int r = parse_broker(m, argv[1], &id, why);
 
     if (r < 0)
@@ -293,8 +293,8 @@ static int cmd_updown(struct mock *m, char **argv, struct why *why)
 static int cmd_rtt(struct mock *m, char **argv, struct why *why)
 {
     char what[64];
-    int32_t id;
-    long ms;
+    int32_t id = 0; /* set unless parsing fails; -O3 cannot tell */
+    long ms = 0;
     int r = parse_broker(m, argv[1], &id, why);
 
     if (r < 0)
@@ -309,7 +309,7 @@ static int cmd_rtt(struct mock *m, char **argv, struct why *why)
 static int cmd_topic(struct mock *m, char **argv, struct why *why)
 {
     char what[MAX_TOPIC_NAME + 32];
-    long partitions;
+    long partitions = 0; /* set unless parse_arg fails; -O3 cannot tell */
     int r;
 
     if (!valid_topic_name(argv[1]))
@@ -332,7 +332,7 @@ static int cmd_errors(struct mock *m, char **argv, struct why *why)
 {
     rd_kafka_resp_err_t err, *errs;
     int16_t key;
-    long count;
+    long count = 0; /* set unless parse_arg fails; -O3 cannot tell */
     int r;
 
     if (lookup_api(argv[1], &key) < 0) {
