@@ -138,7 +138,7 @@ static void expect_exactly_once(struct ship_test *t, char names[][32], unsigned 
                                 uint64_t count)
 {
     for (unsigned p = 0; p < n; p++) {
-        char topic[64], buf[128];
+        char topic[160], buf[128];
         struct kafka_msg *v;
         size_t got;
         uint64_t next = 0, dup = 0, gaps = 0;
