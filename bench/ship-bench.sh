@@ -50,6 +50,8 @@
 #   REPEAT=R         timed runs of each (default 3; QUICK: 1)
 #   KCAT=PATH        kcat (default: kcat in $PATH)
 #   KCAT_PARALLEL=0  run the kcats one after the other instead of all at once
+#   SHIP_ARGS="..."  more arguments for logctl ship, e.g. "--set linger.ms=20"
+#                    (split on spaces; the reference kcat is not changed)
 #   LAG_RATE=R       --lag: records/s per producer (default 2000)
 #   LAG_SECONDS=S    --lag: how long the load lasts (default 20; QUICK: 5)
 #   TMPBASE=DIR      where the temp directory goes (default /var/tmp, not
@@ -303,8 +305,10 @@ run_ship() {
     rm -rf -- "$SPOOL/ship"
     child_cpu; c0=$CHILD_CPU
     t0=$(now)
+    # shellcheck disable=SC2086 # SHIP_ARGS is split into arguments on purpose
     spawn timeout -k 10 "$TIMEOUT" "$LOGCTL" ship --config /dev/null --spool "$SPOOL" \
-        --brokers "$BROKERS" --topic 'bench.{producer}' --set compression=lz4 2> "$d/ship.log"
+        --brokers "$BROKERS" --topic 'bench.{producer}' --set compression=lz4 ${SHIP_ARGS:-} \
+        2> "$d/ship.log"
     pid=$!
     wait_for "$pid" "logctl ship" "$d/ship.log"
     t1=$(now)
