@@ -140,7 +140,7 @@ static const struct shard_events producer_shard_events = {
 };
 
 /* Any syslog shard failed, of a datagram producer or of a stream
- * connection (syslog-stream.c), its current one or one retired before:
+ * connection (syslog-stream-conn.c), its current one or one retired before:
  * what it will not keep is counted, naming the producer. Nobody else is
  * affected: only this shard stops. */
 static void on_any_shard_failed(void *data, struct shard *sh, int err)

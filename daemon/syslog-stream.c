@@ -1,44 +1,13 @@
-/* The syslog stream socket (syslog-stream.h).
+/* The syslog stream socket (syslog-stream.h): the listener.
  *
- * Each connection is one producer, as a liblogshard connection is: its
- * records go to shards of its own (format version 4, source
- * syslog-stream), named <identifier>.u<uid> after the identifier of its
- * first message and the uid the kernel gives for the peer (SO_PEERCRED),
- * which every record carries with the peer's pid and gid. Later messages
- * with another identifier stay in the connection's shards: the connection,
- * not the text, is the producer.
- *
- * Where a message ends is syslog_frame.c's: LF or NUL, or RFC 6587 octet
- * counting, told apart by the first byte of the connection. A line over
- * max_record_bytes is cut there and stored cut (as every syslog daemon
- * does), the rest of it dropped and counted; an octet-counted frame whose
- * length field is malformed or over the limit leaves no way to find the
- * next message, so the connection is closed, with what came before it
- * kept. Every message is stored as received, less the trailer senders add
- * (syslog_msg_strip_trailer).
- *
- * Backpressure: a connection is not read while its shard and its receive
- * buffer hold more than session_buffer_bytes or the daemon more than
- * memory_limit_bytes; the sender then blocks in write() once the socket's
- * buffer is full. It reads again, in the order the connections paused,
- * under the same thresholds as a session (memory.h). And a connection
- * shares the loop tick's read budget with the producer sessions: once it
- * is spent, the connection waits for its turn (read-turns.h), so that 64
- * busy senders do not fill 64 batch buffers of megabytes in one tick.
- *
- * A connection's shard is sealed when it is full (max_shard_bytes), old
- * (max_shard_age), idle ([syslog] idle_timeout), failed, or when the
- * connection ends; the connection's next message opens the next one. A
- * message that cannot be stored (no shard could be opened for it, the
- * daemon is out of memory) is counted and logged with the connection,
- * within a rate limit; nothing is dropped silently. There is no
- * acknowledgement in syslog: what a peer wrote just before the daemon
- * stops is read at the drain, and only bytes still in flight then, or
- * the rest of an octet-counted frame the peer never finished, are lost,
- * and counted. */
+ * It binds the socket (or takes systemd's), admits connections by the
+ * rules a liblogshard connection meets, and hands each admitted one to
+ * syslog-stream-conn.c, which reads, frames and stores it; it runs the
+ * sweep, rotate and the drain over its connections, and frees itself once
+ * the socket and the last connection are closed. What a connection
+ * becomes, how it is framed and how it waits: syslog-stream-conn.c. */
 #include "syslog-stream.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,581 +17,29 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "budget.h"
 #include "config.h"
 #include "daemon.h"
 #include "fileutil.h"
 #include "list.h"
 #include "log.h"
-#include "memory.h"
-#include "read-turns.h"
-#include "shard.h"
-#include "syslog_frame.h"
-#include "syslog_msg.h"
-#include "unixsock.h"
+#include "shard-events.h"
+#include "syslog-stream-internal.h"
 
 #define STREAM_MODE 0666 /* anyone may log, as to /dev/log */
 #define STREAM_BACKLOG 128
 #define EMFILE_PAUSE_MS 100
-/* The first receive buffer of a connection, doubled while a message does
- * not fit, up to syslog_framer_buffer_size(max_record_bytes). It is given
- * back by the sweep once it holds no partial message and the connection
- * has sent nothing for RX_KEEP_NS, so an idle connection holds none. */
-#define RX_INITIAL (64u * 1024u)
-/* How long an empty receive buffer is kept after the last read. */
-#define RX_KEEP_NS (1000ull * 1000000ull)
-/* Reads per wakeup, so that one busy connection leaves the loop to the
- * others in between. */
-#define READS_PER_WAKEUP 8u
-/* What the drain reads of one connection at most: far more than a socket
- * buffer holds, and a bound against a peer that keeps writing. */
-#define DRAIN_MAX_BYTES (64u * 1024u * 1024u)
-
-enum conn_state {
-    CONN_READING, /* watching the socket */
-    CONN_PAUSED,  /* over a budget: on l->paused until buffers come back */
-    CONN_QUOTA,   /* its producer is at its disk quota: waits on it (budget.h) */
-    CONN_TURN,    /* found the tick's read budget spent: waits for its turn (read-turns.h) */
-    CONN_CLOSING, /* the poll handle is closing */
-};
-
-struct conn {
-    struct syslog_stream *l;
-    struct list_node node;        /* l->conns */
-    struct list_node paused_node; /* l->paused while CONN_PAUSED */
-    struct read_turn turn;        /* in read-turns.c's queue while CONN_TURN */
-    enum conn_state state;
-    int fd;
-    uv_poll_t poll;
-    uint64_t id;
-    struct shard_creds creds; /* the peer's, from SO_PEERCRED */
-    struct syslog_framer framer;
-    char *buf; /* bytes read and not yet framed; NULL when there are none */
-    size_t len, cap;
-    struct shard *shard; /* open, or NULL: the next message opens one */
-    bool got_message; /* frame_buffer() stored one: the idle clock restarts */
-    /* The producer name, from the first message; empty until then. */
-    char name[SYSLOG_PRODUCER_NAME_SIZE];
-    size_t name_len;
-    uint64_t last_msg_mono_ns;
-    uint64_t last_read_mono_ns;
-    /* The producer's share of the disk budget, once named, and the
-     * connection's place among its waiters while CONN_QUOTA; quota_hold:
-     * framing stopped at a message its quota has no room for. */
-    struct budget_producer *budget;
-    struct budget_waiter quota_waiter;
-    bool quota_hold;
-};
-
-struct syslog_stream {
-    struct daemon *d;
-    struct unixsock sock;
-    bool activated;
-    bool stopping;
-    bool sock_closed;
-    char *path;
-    struct list_node conns;
-    size_t n_conns;
-    struct list_node paused; /* connections not reading, oldest pause first */
-    uint64_t next_id;
-    struct shard_subscriber on_shards;
-    void (*stop_cb)(void *);
-    void *stop_data;
-};
-
-/* ---- log lines ---- */
-
-/* "connection 3 (pid 812, uid 1000, producer app.u1000)", for log lines. */
-static const char *who(const struct conn *c, char *buf, size_t len)
-{
-    snprintf(buf, len, "connection %" PRIu64 " (pid %" PRIu32 ", uid %" PRIu32 "%s%s)", c->id,
-             c->creds.pid, c->creds.uid, c->name_len ? ", producer " : "",
-             c->name_len ? c->name : "");
-    return buf;
-}
-
-/* ---- memory ---- */
-
-static void rx_release(struct conn *c)
-{
-    memory_adjust(c->l->d, 0, c->cap);
-    free(c->buf);
-    c->buf = NULL;
-    c->len = c->cap = 0;
-}
-
-/* Room to read into: a buffer when there is none, a bigger one when it is
- * full and a message may still be longer. Returns the free bytes, 0 when
- * the buffer is at its limit and full (the framer then always has made
- * progress), or -ENOMEM. */
-static ssize_t rx_room(struct conn *c)
-{
-    size_t limit = syslog_framer_buffer_size(c->l->d->config.max_record_bytes);
-    size_t want;
-    char *nb;
-
-    if (c->len < c->cap)
-        return (ssize_t)(c->cap - c->len);
-    if (c->cap >= limit)
-        return 0;
-    want = c->cap ? c->cap * 2 : RX_INITIAL;
-    if (want > limit)
-        want = limit;
-    nb = realloc(c->buf, want);
-    if (!nb)
-        return -ENOMEM;
-    memory_adjust(c->l->d, want, c->cap);
-    c->buf = nb;
-    c->cap = want;
-    return (ssize_t)(c->cap - c->len);
-}
-
-static uint64_t conn_held(const struct conn *c)
-{
-    return (c->shard ? shard_buffer_bytes(c->shard) : 0) + c->cap;
-}
-
-/* ---- the connection's shards ---- */
-
-/* The shard is sealed once its writes are done (on its own); the
- * connection's next message opens the next one. */
-static void retire_shard(struct conn *c)
-{
-    struct shard *sh = c->shard;
-
-    if (!sh)
-        return;
-    c->shard = NULL;
-    shard_detach(sh);
-    if (sh->state == SHARD_OPEN)
-        shard_seal(sh);
-}
-
-/* The connection's shard failed; syslog-producers.c's subscriber counts
- * and logs what it loses, for every syslog shard. */
-static void on_own_shard_failed(void *owner, struct shard *sh, int err)
-{
-    struct conn *c = owner;
-
-    (void)err;
-    assert(c->shard == sh);
-    retire_shard(c);
-}
-
-static const struct shard_events conn_shard_events = {
-    .failed = on_own_shard_failed,
-};
-
-static int open_shard(struct conn *c)
-{
-    struct daemon *d = c->l->d;
-    struct shard_ident ident = {
-        .producer = c->name,
-        .producer_len = c->name_len,
-        .uid = c->creds.uid,
-        .gid = c->creds.gid,
-        .pid = c->creds.pid,
-        .sync = shard_sync_for_policy(d, (unsigned)d->config.fsync_policy),
-        .source = SHARD_SOURCE_SYSLOG_STREAM,
-    };
-
-    return shard_open(d, &ident, c, &conn_shard_events, &c->shard);
-}
-
-/* ---- messages ---- */
-
-static void drop_message(struct conn *c, const char *detail)
-{
-    static struct log_ratelimit rl = LOG_RATELIMIT_INIT("refused syslog stream messages");
-    char w[160];
-
-    c->l->d->stats.syslog_stream_refused++;
-    log_msg_ratelimited(&rl, c->l->d->loop, LOG_LEVEL_WARNING,
-                        "%s: dropped a message of %s: %s", c->l->path, who(c, w, sizeof(w)),
-                        detail);
-}
-
-static void take_message(struct conn *c, const char *msg, size_t len, bool cut, uint64_t now)
-{
-    struct daemon *d = c->l->d;
-    size_t plen = syslog_msg_strip_trailer(msg, len);
-    char detail[200], w[160];
-    int r;
-
-    if (cut) {
-        d->stats.syslog_stream_cut++;
-        log_warning_ratelimited(d->loop, "cut syslog stream messages",
-                                "%s: a message of %s is longer than max_record_bytes (%" PRIu64
-                                "): stored cut to that length, the rest of its line dropped",
-                                c->l->path, who(c, w, sizeof(w)), d->config.max_record_bytes);
-    }
-    /* An empty line, or the NUL some senders add after a newline: there
-     * is no message in it. */
-    if (plen == 0)
-        return;
-    if (!c->name_len) {
-        struct syslog_msg m;
-
-        syslog_msg_parse(msg, plen, now, &m);
-        r = syslog_producer_name(m.app_name.ptr, m.app_name.len, (uid_t)c->creds.uid, c->name,
-                                 sizeof(c->name));
-        if (r < 0) { /* the buffer is SYSLOG_PRODUCER_NAME_SIZE: never */
-            drop_message(c, "no producer name could be made for it");
-            return;
-        }
-        c->name_len = (size_t)r;
-        c->budget = budget_producer_get(d, c->name);
-    }
-    if (!c->shard) {
-        r = open_shard(c);
-        if (r < 0) {
-            if (r == -EMFILE && d->open_shards >= d->config.max_open_shards)
-                snprintf(detail, sizeof(detail), "max_open_shards (%" PRIu64 ") reached",
-                         d->config.max_open_shards);
-            else
-                snprintf(detail, sizeof(detail), "no shard could be opened: %s", strerror(-r));
-            drop_message(c, detail);
-            return;
-        }
-    }
-    /* Over its quota, with over_quota = wait, the connection waits (its
-     * sender gets backpressure); otherwise, and over the spool's budget,
-     * the message is dropped and counted: a syslog sender has no way to
-     * hear a refusal, and the framing goes on. At the drain nothing
-     * waits: what a peer had sent is stored over its quota (a stop must
-     * not cost it its messages), though never over the spool's budget. */
-    {
-        char why[512];
-
-        r = budget_admit(d, c->budget, why, sizeof(why));
-        if (r == -EDQUOT && c->l->stopping)
-            r = 0;
-        if (r == -EDQUOT && d->config.over_quota == OVER_QUOTA_WAIT && !c->l->stopping) {
-            c->quota_hold = true;
-            return;
-        }
-        if (r < 0) {
-            budget_count_refused(d, c->budget);
-            drop_message(c, why);
-            return;
-        }
-    }
-    r = shard_append_creds(c->shard, msg, (uint32_t)plen, now, &c->creds);
-    if (r < 0) {
-        snprintf(detail, sizeof(detail), "its shard cannot take it: %s", strerror(-r));
-        drop_message(c, detail);
-        return;
-    }
-    d->stats.syslog_stream_records++;
-    d->stats.records_received++;
-    d->stats.bytes_received += plen;
-    c->got_message = true;
-    if (c->shard->size_queued >= d->config.max_shard_bytes)
-        retire_shard(c);
-}
-
-/* Frames and stores every whole message in the buffer; with at_end (the
- * peer closed, or the drain), also what is left: a last line without its
- * line end is a message. Drops what it consumed from the buffer. Returns 0,
- * or the framer's error (the connection cannot go on). */
-static int frame_buffer(struct conn *c, bool at_end)
-{
-    /* The messages of one read share its receive time: they came in
-     * together, and two clock reads per message would cost more than the
-     * framing. */
-    uint64_t now = now_realtime_ns();
-    size_t off = 0;
-    int r;
-
-    c->got_message = false;
-
-    for (;;) {
-        struct syslog_frame f;
-
-        r = at_end ? syslog_framer_finish(&c->framer, c->buf + off, c->len - off, &f)
-                   : syslog_framer_next(&c->framer, c->buf + off, c->len - off, &f);
-        if (r < 0)
-            break;
-        switch (f.kind) {
-        case SYSLOG_FRAME_MESSAGE:
-        case SYSLOG_FRAME_CUT:
-            take_message(c, f.msg, f.msg_len, f.kind == SYSLOG_FRAME_CUT, now);
-            break;
-        case SYSLOG_FRAME_DISCARDED:
-            c->l->d->stats.syslog_stream_discarded_bytes += f.consumed;
-            break;
-        }
-        if (c->quota_hold) {
-            r = 0; /* the message stays in the buffer, framed again later */
-            break;
-        }
-        off += f.consumed;
-    }
-    if (off) {
-        memmove(c->buf, c->buf + off, c->len - off);
-        c->len -= off;
-    }
-    if (c->got_message)
-        c->last_msg_mono_ns = now_monotonic_ns();
-    return r == -EAGAIN || r == -ENODATA ? 0 : r;
-}
-
-/* ---- the connection ---- */
-
-static void on_conn_closed(uv_handle_t *h);
-static void maybe_stopped(struct syslog_stream *l);
-
-static void set_state(struct conn *c, enum conn_state next)
-{
-    assert(c->state != CONN_CLOSING);
-    if (c->state == CONN_PAUSED)
-        list_del(&c->paused_node);
-    if (c->state == CONN_QUOTA)
-        budget_unwait(&c->quota_waiter);
-    if (c->state == CONN_TURN)
-        read_turns_leave(&c->turn); /* read_turns_take() may have done it */
-    if (next == CONN_PAUSED)
-        list_add_tail(&c->l->paused, &c->paused_node);
-    if (next == CONN_TURN)
-        read_turns_wait(c->l->d, &c->turn);
-    c->state = next;
-}
-
-/* The connection ends: what it has left in the buffer was framed by the
- * caller; its shard is sealed, the socket closed. */
-static void close_conn(struct conn *c)
-{
-    if (c->state == CONN_CLOSING)
-        return;
-    retire_shard(c);
-    (void)uv_poll_stop(&c->poll);
-    set_state(c, CONN_CLOSING);
-    uv_close((uv_handle_t *)&c->poll, on_conn_closed);
-}
-
-static void framing_failed(struct conn *c, int err)
-{
-    struct daemon *d = c->l->d;
-    char w[160];
-
-    d->stats.syslog_stream_framing_errors++;
-    d->stats.syslog_stream_unfinished_bytes += c->len;
-    if (err == -EMSGSIZE)
-        log_warning_ratelimited(d->loop, "syslog stream framing errors",
-                                "%s: %s sent an octet-counted message longer than "
-                                "max_record_bytes (%" PRIu64 "); the next message cannot be "
-                                "found: closing the connection (messages before it are kept)",
-                                c->l->path, who(c, w, sizeof(w)), d->config.max_record_bytes);
-    else
-        log_warning_ratelimited(d->loop, "syslog stream framing errors",
-                                "%s: %s sent a malformed octet count (not \"LENGTH SP "
-                                "MESSAGE\", LENGTH a decimal without a leading zero); the next "
-                                "message cannot be found: closing the connection (messages "
-                                "before it are kept)",
-                                c->l->path, who(c, w, sizeof(w)));
-    close_conn(c);
-}
-
-/* The peer is done (end of file, or an error such as a reset): the rest
- * of the buffer is framed as the end of the connection. Bytes of a frame
- * it never finished are lost, and counted. */
-static void finish_conn(struct conn *c, const char *how)
-{
-    struct daemon *d = c->l->d;
-    char w[160];
-    int r = frame_buffer(c, true);
-
-    if (r == -EPIPE) {
-        d->stats.syslog_stream_unfinished_bytes += c->len;
-        log_warning_ratelimited(d->loop, "unfinished syslog stream frames",
-                                "%s: %s %s inside an octet-counted message; its %zu bytes "
-                                "received are dropped",
-                                c->l->path, who(c, w, sizeof(w)), how, c->len);
-    } else if (r < 0) {
-        framing_failed(c, r);
-        return;
-    }
-    log_debug("%s: %s %s", c->l->path, who(c, w, sizeof(w)), how);
-    close_conn(c);
-}
-
-/* The connection's producer is at its quota: not read until its share is
- * freed, and its shard sealed now, so that merge, ship or prune can free
- * what it holds. */
-static void wait_for_quota(struct conn *c)
-{
-    (void)uv_poll_stop(&c->poll);
-    set_state(c, CONN_QUOTA);
-    budget_wait(c->l->d, c->budget, &c->quota_waiter);
-    retire_shard(c);
-}
-
-static void start_reading(struct conn *c);
-static void framing_failed(struct conn *c, int err);
-
-/* budget.c's call back: the producer has room again. The held messages
- * are framed first; the socket is read again unless they fill the quota
- * once more. */
-static void on_quota_resume(struct budget_waiter *w)
-{
-    struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, quota_waiter));
-    int r;
-
-    assert(c->state == CONN_QUOTA);
-    list_init(&w->node); /* budget.c took it off its list */
-    c->quota_hold = false;
-    start_reading(c);
-    r = frame_buffer(c, false);
-    if (r < 0)
-        framing_failed(c, r);
-    else if (c->quota_hold)
-        wait_for_quota(c);
-}
-
-/* Reads what the socket holds, at most max_bytes, framing as it goes.
- * Returns 1 when the peer has closed (or the connection failed: how says
- * which), 0 when the socket is empty or max_bytes were read, or the
- * framer's error. With budget, stops early (returning 0) once the
- * connection is over its memory budget, and pauses it, or once the tick's
- * read budget is spent, and makes it wait for its turn. */
-static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool budget,
-                     const char **how)
-{
-    struct daemon *d = c->l->d;
-    size_t total = 0;
-
-    for (size_t i = 0; i < max_reads && total < max_bytes; i++) {
-        ssize_t room, n;
-        int r;
-
-        if (budget && read_turns_spent(d)) {
-            (void)uv_poll_stop(&c->poll);
-            set_state(c, CONN_TURN);
-            return 0;
-        }
-        room = rx_room(c);
-        if (room < 0) {
-            *how = "could not be read further: out of memory";
-            return 1;
-        }
-        assert(room > 0); /* a full buffer of the largest size always frames */
-        n = read(c->fd, c->buf + c->len, (size_t)room);
-        if (n == 0) {
-            *how = "closed the connection";
-            return 1;
-        }
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                return 0;
-            *how = errno == ECONNRESET ? "reset the connection" : "failed (read error)";
-            return 1;
-        }
-        c->len += (size_t)n;
-        total += (size_t)n;
-        read_turns_spend(d, (size_t)n);
-        c->last_read_mono_ns = now_monotonic_ns();
-        r = frame_buffer(c, false);
-        if (r < 0)
-            return r;
-        if (c->quota_hold) {
-            wait_for_quota(c);
-            return 0;
-        }
-        if (budget && memory_over_budget(d, conn_held(c))) {
-            char w[160];
-
-            set_state(c, CONN_PAUSED);
-            (void)uv_poll_stop(&c->poll);
-            d->stats.syslog_stream_pauses++;
-            log_warning_ratelimited(d->loop, "pauses of syslog stream connections",
-                                    "%s: not reading %s while it holds %" PRIu64
-                                    " bytes and the daemon %" PRIu64 " (session_buffer_bytes %"
-                                    PRIu64 ", memory_limit_bytes %" PRIu64 "); the sender waits",
-                                    c->l->path, who(c, w, sizeof(w)), conn_held(c),
-                                    memory_used(d), d->config.session_buffer_bytes,
-                                    d->config.memory_limit_bytes);
-            return 0;
-        }
-    }
-    return 0;
-}
-
-/* One wakeup's or one turn's reading. */
-static void read_and_frame(struct conn *c)
-{
-    const char *how = NULL;
-    int r = read_some(c, READS_PER_WAKEUP, SIZE_MAX, true, &how);
-
-    if (r == 1)
-        finish_conn(c, how);
-    else if (r < 0)
-        framing_failed(c, r);
-}
-
-static void on_conn_readable(uv_poll_t *h, int status, int events)
-{
-    struct conn *c = h->data;
-
-    (void)events;
-    if (c->state != CONN_READING)
-        return;
-    if (status < 0) {
-        finish_conn(c, "failed (poll error)");
-        return;
-    }
-    read_and_frame(c);
-}
-
-static void start_reading(struct conn *c)
-{
-    set_state(c, CONN_READING);
-    (void)uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_readable); /* a valid fd */
-}
-
-/* The connection's turn came: it is watched again, and read now. */
-static void on_turn(struct read_turn *t)
-{
-    struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, turn));
-
-    assert(c->state == CONN_TURN);
-    start_reading(c);
-    read_and_frame(c);
-}
 
 /* Buffers came back: the connections paused first read again first, while
  * the daemon stays under three quarters of its limit. */
 static void on_shard_released(void *data, struct shard *sh)
 {
-    struct syslog_stream *l = data;
-
     (void)sh;
-    while (!list_empty(&l->paused) && memory_daemon_may_resume(l->d)) {
-        struct conn *c = list_entry(l->paused.next, struct conn, paused_node);
-
-        if (!memory_session_may_resume(l->d, c->shard ? shard_buffer_bytes(c->shard) : 0))
-            break; /* in order: the first waits for its own shard */
-        start_reading(c);
-    }
+    stream_conns_resume(data);
 }
 
 static const struct shard_events stream_shard_events = {
     .released = on_shard_released,
 };
-
-static void on_conn_closed(uv_handle_t *h)
-{
-    struct conn *c = h->data;
-    struct syslog_stream *l = c->l;
-
-    (void)close(c->fd); /* ours; a socket, nothing to flush */
-    rx_release(c);
-    list_del(&c->node);
-    l->n_conns--;
-    assert(!list_linked(&c->quota_waiter.node));
-    budget_producer_put(l->d, c->budget);
-    free(c);
-    maybe_stopped(l);
-}
 
 /* ---- accepting ---- */
 
@@ -672,39 +89,14 @@ static int admit(struct syslog_stream *l, const struct ucred *uc)
 static void on_accepted(struct unixsock *u, int fd)
 {
     struct syslog_stream *l = u->data;
-    struct daemon *d = l->d;
     struct ucred uc;
     socklen_t sl = sizeof(uc);
-    struct conn *c;
 
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &sl) < 0 || admit(l, &uc) < 0) {
         (void)close(fd); /* no credentials or not admitted: nothing of it is read */
         return;
     }
-    c = calloc(1, sizeof(*c));
-    if (!c || uv_poll_init(d->loop, &c->poll, fd) < 0) {
-        log_warning("%s: a connection was dropped at accept: %s", l->path,
-                    c ? "cannot watch it" : "out of memory");
-        free(c);
-        (void)close(fd);
-        return;
-    }
-    c->l = l;
-    c->fd = fd;
-    c->id = ++l->next_id;
-    c->creds = (struct shard_creds){ .pid = (uint32_t)uc.pid, .uid = (uint32_t)uc.uid,
-                                     .gid = (uint32_t)uc.gid };
-    (void)syslog_framer_init(&c->framer, (size_t)d->config.max_record_bytes); /* in range */
-    c->poll.data = c;
-    c->state = CONN_READING;
-    list_init(&c->paused_node);
-    read_turn_init(&c->turn, on_turn);
-    list_init(&c->quota_waiter.node);
-    c->quota_waiter.resume = on_quota_resume;
-    list_add_tail(&l->conns, &c->node);
-    l->n_conns++;
-    d->stats.syslog_stream_connections++;
-    start_reading(c);
+    stream_conn_accept(l, fd, &uc);
 }
 
 static void on_trouble(struct unixsock *u, enum unixsock_trouble what, int err)
@@ -825,18 +217,8 @@ void syslog_stream_sweep(struct syslog_stream *l)
         return;
     idle_ns = l->d->config.syslog_idle_ms * 1000000ull;
     max_age_ns = l->d->config.max_shard_age_ms * 1000000ull;
-    for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next) {
-        struct conn *c = list_entry(p, struct conn, node);
-
-        if (c->shard && (now - c->last_msg_mono_ns >= idle_ns ||
-                         now - c->shard->created_mono_ns >= max_age_ns))
-            retire_shard(c);
-        /* A buffer with no partial message in it goes back once the
-         * connection has been quiet for a sweep: a busy one keeps its
-         * pages rather than fault them in again at every read. */
-        if (c->buf && c->len == 0 && now - c->last_read_mono_ns >= RX_KEEP_NS)
-            rx_release(c);
-    }
+    for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next)
+        stream_conn_sweep(list_entry(p, struct conn, node), now, idle_ns, max_age_ns);
 }
 
 size_t syslog_stream_rotate(struct syslog_stream *l, const char *producer)
@@ -845,18 +227,12 @@ size_t syslog_stream_rotate(struct syslog_stream *l, const char *producer)
 
     if (!l)
         return 0;
-    for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next) {
-        struct conn *c = list_entry(p, struct conn, node);
-
-        if (!c->shard || (producer && strcmp(c->name, producer) != 0))
-            continue;
-        retire_shard(c);
-        sealed++;
-    }
+    for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next)
+        sealed += stream_conn_rotate(list_entry(p, struct conn, node), producer);
     return sealed;
 }
 
-static void maybe_stopped(struct syslog_stream *l)
+void syslog_stream_conn_gone(struct syslog_stream *l)
 {
     void (*cb)(void *) = l->stop_cb;
     void *data = l->stop_data;
@@ -874,7 +250,7 @@ static void on_sock_closed(struct unixsock *u)
     struct syslog_stream *l = u->data;
 
     l->sock_closed = true;
-    maybe_stopped(l);
+    syslog_stream_conn_gone(l);
 }
 
 void syslog_stream_stop(struct syslog_stream *l, void (*cb)(void *data), void *data)
@@ -892,19 +268,8 @@ void syslog_stream_stop(struct syslog_stream *l, void (*cb)(void *data), void *d
      * limit or not, so that the drain seals it rather than closing it
      * away. A last line without its line end is stored as it is. */
     for (p = l->conns.next; p != &l->conns; p = next) {
-        struct conn *c = list_entry(p, struct conn, node);
-        const char *how = "was closed by the drain";
-        int r;
-
-        next = p->next;
-        if (c->state == CONN_CLOSING)
-            continue;
-        c->quota_hold = false; /* the drain waits for no quota: over it, dropped */
-        r = read_some(c, SIZE_MAX, DRAIN_MAX_BYTES, false, &how);
-        if (r < 0)
-            framing_failed(c, r);
-        else
-            finish_conn(c, how);
+        next = p->next; /* the drain may close and free the connection */
+        stream_conn_drain(list_entry(p, struct conn, node));
     }
     unixsock_close(&l->sock, on_sock_closed);
 }
