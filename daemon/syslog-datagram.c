@@ -274,6 +274,18 @@ static bool over_memory(const struct syslog_dgram *g)
     return memory_used(g->d) > g->d->config.memory_limit_bytes;
 }
 
+/* How many datagrams the next batch may take: as many as fit under
+ * memory_limit_bytes if each were as large as a record may be, plus one,
+ * so that the daemon goes over its limit by one datagram at most, as when
+ * they were read one at a time. */
+static unsigned batch_room(const struct syslog_dgram *g)
+{
+    uint64_t used = memory_used(g->d), limit = g->d->config.memory_limit_bytes;
+    uint64_t room = used < limit ? (limit - used) / g->buf_cap + 1 : 1;
+
+    return room < DGRAM_BATCH ? (unsigned)room : DGRAM_BATCH;
+}
+
 static void on_readable(uv_poll_t *h, int status, int events);
 
 static void set_state(struct syslog_dgram *g, enum dgram_state next)
@@ -311,9 +323,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
                                 g->path, uv_strerror(status));
         return;
     }
-    /* A batch may take the daemon up to DGRAM_BATCH records over its
-     * memory limit before the socket pauses: a bounded overshoot. */
-    r = read_batch(g, DGRAM_BATCH, now, now_mono);
+    r = read_batch(g, batch_room(g), now, now_mono);
     if (r < 0)
         log_warning_ratelimited(g->d->loop, "syslog socket errors", "%s: recvmmsg: %s", g->path,
                                 strerror(-r));
