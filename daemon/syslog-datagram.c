@@ -3,7 +3,7 @@
  * Every datagram is one message. Its sender is what the kernel says
  * (SO_PASSCRED, so every datagram comes with SCM_CREDENTIALS): the text's
  * tag and pid are the sender's claim, kept in the payload as received, and
- * only its identifier is read (syslog_msg_parse), to name the producer
+ * only its identifier is read (syslog_msg_identifier), to name the producer
  * (syslog-producers.c). The record is the datagram less what senders
  * append (syslog_msg_strip_trailer), stored with the kernel's pid, uid and
  * gid in a version 4 shard.
