@@ -137,7 +137,14 @@ static void on_shard_failed(void *owner, struct shard *sh, int err)
 
 int session_ensure_shard(struct session *s)
 {
-    struct shard_ident ident = {
+    struct shard_ident ident;
+    int r;
+
+    /* Called for every record: the common case returns before the shard's
+     * identity is worked out. */
+    if (s->current)
+        return 0;
+    ident = (struct shard_ident){
         .producer = s->producer,
         .producer_len = s->producer_len,
         .uid = s->cred.uid,
@@ -150,10 +157,6 @@ int session_ensure_shard(struct session *s)
          * new one: each waits for the one before it (shard.h). */
         .after = s->n_retiring > 0 ? s->retiring[s->n_retiring - 1].shard : NULL,
     };
-    int r;
-
-    if (s->current)
-        return 0;
     r = shard_open(s->d, &ident, s, &session_shard_events, &s->current);
     if (r < 0)
         return r;
