@@ -26,9 +26,12 @@
 #                    8, 64, 256 and 1,000 producers of 128 B records, the
 #                    same records in all, without and with sync), and/or
 #                    workloads of your own written
-#                    P:S:N:MODE, e.g. 16:512:100000:nosync or
-#                    32:128:3000:durable (P producers, S-byte records with S
-#                    from 64 to 8192, N per producer; MODE as below)
+#                    P:S:N:MODE, e.g. 16:512:100000:nosync,
+#                    32:128:3000:durable or 1000:128:2000:syslog (P
+#                    producers, S-byte records with S from 64 to 8192, N per
+#                    producer; MODE nosync or durable: logshard through
+#                    liblogshard; syslog: every system, logshard too, fed
+#                    the same lines by peer-load, as in s8)
 #   N_W1 N_W8 N_W64 N_W8K N_D1 N_D8 N_D64 N_S8 N_S64 N_G8
 #                    records per producer of each workload (see below)
 #   FLUSH_EVERY=K    logshard's flush cadence in the durable workloads (64)
@@ -110,7 +113,7 @@ WORKLOADS=${WORKLOADS:-${ALL_WORKLOADS[*]}}
 WORKLOADS=${WORKLOADS//sweep/$(sweep_workloads)}
 read -r -a WORKLOAD_LIST <<< "$WORKLOADS"
 for w in "${WORKLOAD_LIST[@]}"; do
-    if [[ $w =~ ^([0-9]+):([0-9]+):([0-9]+):(nosync|durable)$ ]] && [[ -z ${WL_P[$w]:-} ]]; then
+    if [[ $w =~ ^([0-9]+):([0-9]+):([0-9]+):(nosync|durable|syslog)$ ]] && [[ -z ${WL_P[$w]:-} ]]; then
         p=$((10#${BASH_REMATCH[1]})) s=$((10#${BASH_REMATCH[2]})) n=$((10#${BASH_REMATCH[3]}))
         # 64 B holds the syslog header and sequence number every peer
         # record carries; above 8 KiB rsyslog's default maxMessageSize
@@ -120,7 +123,12 @@ for w in "${WORKLOAD_LIST[@]}"; do
             exit 2
         }
         mode=${BASH_REMATCH[4]}
-        def "$w" "$p" "$s" "$n" "$mode" "$p x $s B, $([[ $mode == durable ]] && echo durable || echo no sync)"
+        case $mode in
+            durable) label="$p x $s B, durable" ;;
+            syslog) label="$p x $s B syslog stream, no sync" ;;
+            *) label="$p x $s B, no sync" ;;
+        esac
+        def "$w" "$p" "$s" "$n" "$mode" "$label"
     fi
     [[ -n ${WL_P[$w]:-} ]] || {
         echo "compare-peers: unknown workload '$w' (one of ${ALL_WORKLOADS[*]}, or P:S:N:MODE)" >&2
