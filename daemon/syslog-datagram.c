@@ -78,7 +78,7 @@ struct syslog_dgram {
      * buf_cap, max_record_bytes and a trailer. Mapped, not allocated, so
      * that only what datagrams touch is resident. */
     unsigned char *slots;
-    size_t slot_size, slots_size;
+    size_t slot_size;
     size_t buf_cap;
     struct mmsghdr msgs[DGRAM_BATCH];
     struct iovec iovs[DGRAM_BATCH];
@@ -447,7 +447,7 @@ static void free_dgram(struct syslog_dgram *g)
     if (g->bound)
         (void)unlink(g->path); /* ours; a leftover file is replaced at the next start */
     if (g->slots)
-        (void)munmap(g->slots, g->slots_size); /* ours, mapped whole */
+        (void)munmap(g->slots, g->slot_size * DGRAM_BATCH); /* ours, mapped whole */
     free(g->path);
     free(g);
 }
@@ -472,8 +472,7 @@ int syslog_dgram_start(struct daemon *d, struct syslog_dgram **ret, char *why, s
      * NULs); a longer datagram is seen as cut (MSG_TRUNC) and dropped. */
     g->buf_cap = (size_t)d->config.max_record_bytes + 64u;
     g->slot_size = (g->buf_cap + 4095u) & ~(size_t)4095u;
-    g->slots_size = g->slot_size * DGRAM_BATCH;
-    g->slots = mmap(NULL, g->slots_size, PROT_READ | PROT_WRITE,
+    g->slots = mmap(NULL, g->slot_size * DGRAM_BATCH, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (g->slots == MAP_FAILED)
         g->slots = NULL;

@@ -1,7 +1,8 @@
 /* The syslog stream socket ([syslog] stream_socket, --syslog-stream-socket):
  * a Unix stream socket whose connections send syslog messages, newline- or
  * NUL-terminated or octet-counted (RFC 6587). Each connection is one
- * producer with shards of its own. See syslog-stream.c. */
+ * producer with shards of its own. See syslog-stream.c (the socket) and
+ * syslog-stream-conn.c (a connection). */
 #pragma once
 
 #include <stdbool.h>
