@@ -184,7 +184,8 @@ static int partitions_of(struct shipper *s, const char *topic, int *ret)
 /* Gives the stream its partition (murmur2 of the producer name, as Java's
  * default partitioner picks), first telling the cluster, inside the
  * transaction, where our records in a partition not yet known start. */
-static int place_stream(struct shipper *s, struct ship_stream *st);
+static int place_stream(struct shipper *s, struct ship_stream *st, bool *marked);
+static int deliver_markers(struct shipper *s);
 
 /* ---- the transaction ---- */
 
@@ -223,7 +224,9 @@ static void on_delivered(void *msg_opaque, int32_t partition, int64_t offset,
         st->part->last_offset = offset;
 }
 
-static int place_stream(struct shipper *s, struct ship_stream *st)
+/* A start marker, produced when the partition is not known yet, sets
+ * *marked: deliver_markers() must then run before any record goes there. */
+static int place_stream(struct shipper *s, struct ship_stream *st, bool *marked)
 {
     char topic[SHIP_TOPIC_MAX + 1], key[700], value[64], err[512];
     struct ship_partition *p;
@@ -264,31 +267,69 @@ static int place_stream(struct shipper *s, struct ship_stream *st)
                                    strlen(key), value, strlen(value), 0, NULL, NULL, err,
                                    sizeof(err));
         }
-        while (o == SHIP_OK || o == SHIP_RETRY) {
-            o = ship_kafka_flush(s->k, SHIP_KAFKA_CALL_MS, err, sizeof(err));
-            if (o == SHIP_OK)
-                break;
-            ship_set_waiting(s, true, err);
-            if (stopping(s))
-                return -ECANCELED;
-        }
         if (o != SHIP_OK) {
             ship_say(s, SHIP_LOG_WARNING, "%s", err);
             return -(int)o - 1000; /* an outcome, for ship_pass */
         }
-        if (s->delivery_failed) {
-            ship_say(s, SHIP_LOG_WARNING, "the start marker of %s [%d] was not delivered: %s",
-                     topic, (int)partition, s->delivery_error);
-            return -(int)SHIP_ABORT - 1000;
-        }
-        ship_set_waiting(s, false, NULL);
+        /* Known from now on; should the delivery fail, the generation
+         * ends and its tables with it. */
         p->start = high;
         p->known = true;
-        if (s->txn_records == 0)
-            s->txn_started_ns = now_monotonic_ns(); /* the wait is not the batch's time */
+        *marked = true;
     }
     st->part = p;
     return 0;
+}
+
+/* Waits until the start markers produced are delivered (and with them
+ * whatever else is queued). */
+static int deliver_markers(struct shipper *s)
+{
+    char err[512];
+    enum ship_outcome o;
+
+    for (;;) {
+        o = ship_kafka_flush(s->k, SHIP_KAFKA_CALL_MS, err, sizeof(err));
+        if (o != SHIP_RETRY)
+            break;
+        ship_set_waiting(s, true, err);
+        if (stopping(s))
+            return -ECANCELED;
+    }
+    if (o != SHIP_OK) {
+        ship_say(s, SHIP_LOG_WARNING, "%s", err);
+        return -(int)o - 1000;
+    }
+    if (s->delivery_failed) {
+        ship_say(s, SHIP_LOG_WARNING, "a start marker was not delivered: %s", s->delivery_error);
+        return -(int)SHIP_ABORT - 1000;
+    }
+    ship_set_waiting(s, false, NULL);
+    if (s->txn_records == 0)
+        s->txn_started_ns = now_monotonic_ns(); /* the wait is not the batch's time */
+    return 0;
+}
+
+/* Places, before a pass produces any record, every stream with records
+ * left to ship that has no partition yet. Their start markers go out
+ * together and one flush waits for them all: one flush per stream, between
+ * the records of the others, made the first transaction wait for every
+ * record produced before each marker. */
+static int place_streams(struct shipper *s, struct ship_source **v, size_t n)
+{
+    bool marked = false;
+    int r;
+
+    for (size_t i = 0; i < n && !stopping(s); i++) {
+        struct ship_stream *st = v[i]->st;
+
+        if (st->part || v[i]->broken || st->next >= v[i]->first + v[i]->records)
+            continue;
+        r = place_stream(s, st, &marked);
+        if (r < 0)
+            return r;
+    }
+    return marked ? deliver_markers(s) : 0;
 }
 
 /* The decimal digits of v into out (at least 21 bytes); returns their count. */
@@ -402,9 +443,15 @@ static int64_t ship_source(struct shipper *s, struct ship_source *src, uint64_t 
             src->broken = true;
             break;
         }
-        r = place_stream(s, st);
-        if (r < 0)
-            return r;
+        if (!st->part) { /* place_streams() placed it, unless it stopped early */
+            bool marked = false;
+
+            r = place_stream(s, st, &marked);
+            if (r == 0 && marked)
+                r = deliver_markers(s);
+            if (r < 0)
+                return r;
+        }
         o = begin_if_needed(s, err, sizeof(err));
         if (o == SHIP_OK)
             o = ship_kafka_produce(s->k, st->part->topic, st->part->partition, st->producer,
@@ -445,6 +492,12 @@ static int64_t ship_pass(struct shipper *s)
 
     if (share < 1000)
         share = 1000;
+    {
+        int r = place_streams(s, v, n);
+
+        if (r < 0)
+            return r;
+    }
     for (size_t i = 0; i < n && !txn_full(s) && !stopping(s);) {
         struct ship_stream *st = v[i]->st;
         size_t j = i;
