@@ -7,23 +7,26 @@
 # PRODUCERS producers x RECORDS records of SIZE bytes each sent by
 # `logctl send --producer pN` from generated text files, and the daemon is
 # stopped with SIGTERM so that every shard is sealed. The same lines stay
-# behind as one file per producer. Then, REPEAT times, alternating which
+# behind as one file per producer. Then, REPEAT times, rotating which
 # goes first:
 #   logctl ship  a fresh kafka-mock, <spool>/ship/ removed (every record is
 #                shipped again, from the same shards), `logctl ship` without
 #                --follow timed from its start until it exits 0: every
 #                sealed record produced, acknowledged and committed;
 #   kcat         a fresh kafka-mock, one `kcat -P` per producer file to
-#                topic bench.pN, all at once, timed until the last exits 0.
-# Both produce the same payloads to the same topics (bench.pN), keyed by
+#                topic bench.pN, all at once, timed until the last exits 0;
+#   kcat+h       the same, each kcat also giving every message the seven
+#                headers logctl ship gives (kcat -H: the same names, values
+#                of the same lengths), so that the two carry the same bytes.
+# All produce the same payloads to the same topics (bench.pN), keyed by
 # the producer name (so each producer's records go to one partition), lz4
 # compressed, idempotent, with the batching logctl ship sets for itself
 # (batch.num.messages, queue.buffering.max.messages). After each run every
 # topic is read back with kcat -C -X isolation.level=read_committed and
 # must hold exactly RECORDS messages, all keyed by its producer. What
 # logctl ship does and kcat does not: read and check the shards, seven
-# headers per message, transactions with the progress topic, and the read
-# back of the progress at start.
+# headers per message (kcat+h has them too), transactions with the
+# progress topic, and the read back of the progress at start.
 #
 # Lag (--lag): a running logshardd (fsync=batch) and `logctl ship --follow`
 # against a fresh kafka-mock; PRODUCERS paced `logctl send`s give the daemon
@@ -50,6 +53,9 @@
 #   REPEAT=R         timed runs of each (default 3; QUICK: 1)
 #   KCAT=PATH        kcat (default: kcat in $PATH)
 #   KCAT_PARALLEL=0  run the kcats one after the other instead of all at once
+#   KCAT_HEADERS=0   leave out the second reference, kcat+h: kcat giving
+#                    every message the seven headers logctl ship gives
+#                    (same names and value lengths; kcat -H)
 #   SHIP_ARGS="..."  more arguments for logctl ship, e.g. "--set linger.ms=20"
 #                    (split on spaces; the reference kcat is not changed)
 #   LAG_RATE=R       --lag: records/s per producer (default 2000)
@@ -85,6 +91,7 @@ else
 fi
 LAG_RATE=${LAG_RATE:-2000}
 KCAT_PARALLEL=${KCAT_PARALLEL:-1}
+KCAT_HEADERS=${KCAT_HEADERS:-1}
 TMPBASE=${TMPBASE:-/var/tmp}
 TIMEOUT=${TIMEOUT:-600}
 
@@ -96,6 +103,7 @@ for v in PRODUCERS RECORDS SIZE REPEAT LAG_RATE LAG_SECONDS TIMEOUT; do
     [[ ${!v} =~ ^[0-9]+$ ]] && (( 10#${!v} >= 1 )) || { say "ship-bench: $v=${!v}: a whole number of at least 1"; exit 2; }
     printf -v "$v" '%d' "$(( 10#${!v} ))" # 08 is eight, not a bad octal number
 done
+[[ $KCAT_HEADERS == [01] ]] || { say "ship-bench: KCAT_HEADERS=$KCAT_HEADERS: 1 (also kcat with the headers) or 0"; exit 2; }
 [[ $KCAT_PARALLEL == [01] ]] || { say "ship-bench: KCAT_PARALLEL=$KCAT_PARALLEL: 1 (all at once) or 0 (one after the other)"; exit 2; }
 # 32 bytes hold the producer name and the sequence number every record
 # starts with; above 64 KiB the daemon's, kcat's and Kafka's own size
@@ -324,16 +332,32 @@ run_ship() {
     rm -rf -- "$d"
 }
 
+# kcat_headers PRODUCER: -H arguments for the seven headers logctl ship
+# gives each record, of the same names and value lengths: a stream id (32
+# hex digits), a position (6 digits, as most positions here have), the
+# producer, uid 0, a 5-digit pid, a shard id (16 hex digits) and a
+# transactional id of logshard's form. kcat's values are the same for every
+# message; only the position would differ from record to record.
+kcat_headers() {
+    KCAT_H=(-H "logshard.stream=$(printf '%032x' "$(( ${1#p} + 1 ))")" -H logshard.position=123456
+        -H "logshard.producer=$1" -H logshard.uid=0 -H logshard.pid=12345
+        -H "logshard.shard=$(printf '%016x' "$(( ${1#p} + 1 ))")" -H logshard.shipper=logshard-vm-0123abcd)
+}
+
+# run_kcat REPEAT HEADERS: HEADERS 1 gives every message the seven headers.
 run_kcat() {
-    local d=$WORK/kcat-$1 t0 t1 c0 c1 i pids=()
+    local d=$WORK/kcat-$1 t0 t1 c0 c1 i pids=() KCAT_H=()
     mkdir -p "$d"
     start_mock "$d"
     child_cpu; c0=$CHILD_CPU
     t0=$(now)
     for ((i = 0; i < PRODUCERS; i++)); do
+        KCAT_H=()
+        [[ $2 == 1 ]] && kcat_headers "p$i"
         spawn timeout -k 10 "$TIMEOUT" "$KCAT" -P -b "$BROKERS" -t "bench.p$i" -k "p$i" -z lz4 \
             -X enable.idempotence=true -X batch.num.messages=100000 \
-            -X queue.buffering.max.messages=1000000 -l "$WORK/lines/p$i.txt" 2> "$d/kcat-p$i.log"
+            -X queue.buffering.max.messages=1000000 "${KCAT_H[@]+"${KCAT_H[@]}"}" \
+            -l "$WORK/lines/p$i.txt" 2> "$d/kcat-p$i.log"
         pids+=("$!")
         [[ $KCAT_PARALLEL == 1 ]] || wait_for "$!" "kcat -P -t bench.p$i" "$d/kcat-p$i.log"
     done
@@ -353,24 +377,34 @@ run_kcat() {
 median() { sort -g | awk '{v[NR] = $1} END {if (!NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 throughput() {
-    local r sys order ship_rps=() kcat_rps=() ship_el=() kcat_el=() ship_cpu=() kcat_cpu=()
-    local m_ship m_kcat
+    local r sys order ship_rps=() kcat_rps=() kcath_rps=() ship_el=() kcat_el=() kcath_el=()
+    local ship_cpu=() kcat_cpu=() kcath_cpu=() m_ship m_kcat m_kcath
     build_spool
     echo "ship-bench: logctl ship vs kcat, $PRODUCERS producers x $RECORDS records x $SIZE B ($(( PRODUCERS * RECORDS )) records), lz4, $REPEAT repeat(s)"
-    echo "ship-bench: kcats $([[ $KCAT_PARALLEL == 1 ]] && echo "all at once, one per topic" || echo "one after the other")"
+    echo "ship-bench: kcats $([[ $KCAT_PARALLEL == 1 ]] && echo "all at once, one per topic" || echo "one after the other")$([[ $KCAT_HEADERS == 1 ]] && echo "; kcat+h: kcat with the seven headers of logctl ship")"
     for ((r = 1; r <= REPEAT; r++)); do
-        # Alternate which goes first: neither always finds a cooler machine.
-        if (( r % 2 )); then order="ship kcat"; else order="kcat ship"; fi
+        # Rotate which goes first: none always finds a cooler machine.
+        case $(( r % 3 )) in
+            1) order="ship kcat kcath" ;;
+            2) order="kcat kcath ship" ;;
+            0) order="kcath ship kcat" ;;
+        esac
         for sys in $order; do
-            if [[ $sys == ship ]]; then
-                run_ship "$r"
-                ship_rps+=("$R_RPS") ship_el+=("$R_EL") ship_cpu+=("$R_CPU")
-                printf '  logctl ship run %d: %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$r" "$R_RPS" "$R_EL" "$R_CPU"
-            else
-                run_kcat "$r"
-                kcat_rps+=("$R_RPS") kcat_el+=("$R_EL") kcat_cpu+=("$R_CPU")
-                printf '  kcat        run %d: %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$r" "$R_RPS" "$R_EL" "$R_CPU"
-            fi
+            case $sys in
+                ship)
+                    run_ship "$r"
+                    ship_rps+=("$R_RPS") ship_el+=("$R_EL") ship_cpu+=("$R_CPU")
+                    printf '  logctl ship run %d: %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$r" "$R_RPS" "$R_EL" "$R_CPU" ;;
+                kcat)
+                    run_kcat "$r" 0
+                    kcat_rps+=("$R_RPS") kcat_el+=("$R_EL") kcat_cpu+=("$R_CPU")
+                    printf '  kcat        run %d: %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$r" "$R_RPS" "$R_EL" "$R_CPU" ;;
+                kcath)
+                    [[ $KCAT_HEADERS == 1 ]] || continue
+                    run_kcat "$r" 1
+                    kcath_rps+=("$R_RPS") kcath_el+=("$R_EL") kcath_cpu+=("$R_CPU")
+                    printf '  kcat+h      run %d: %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$r" "$R_RPS" "$R_EL" "$R_CPU" ;;
+            esac
         done
     done
     m_ship=$(printf '%s\n' "${ship_rps[@]}" | median)
@@ -379,7 +413,16 @@ throughput() {
         "$(printf '%s\n' "${ship_el[@]}" | median)" "$(printf '%s\n' "${ship_cpu[@]}" | median)"
     printf 'median kcat:        %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$m_kcat" \
         "$(printf '%s\n' "${kcat_el[@]}" | median)" "$(printf '%s\n' "${kcat_cpu[@]}" | median)"
+    if [[ $KCAT_HEADERS == 1 ]]; then
+        m_kcath=$(printf '%s\n' "${kcath_rps[@]}" | median)
+        printf 'median kcat+h:      %9.0f records/s  %8.3f s  CPU %6.2f s\n' "$m_kcath" \
+            "$(printf '%s\n' "${kcath_el[@]}" | median)" "$(printf '%s\n' "${kcath_cpu[@]}" | median)"
+    fi
     printf 'logctl ship / kcat: %.3f (records/s)\n' "$(awk -v a="$m_ship" -v b="$m_kcat" 'BEGIN {print a / b}')"
+    if [[ $KCAT_HEADERS == 1 ]]; then
+        printf 'logctl ship / kcat+h: %.3f (records/s; the same seven headers on every message)\n' \
+            "$(awk -v a="$m_ship" -v b="$m_kcath" 'BEGIN {print a / b}')"
+    fi
 }
 
 # ---- lag --------------------------------------------------------------------
