@@ -1,19 +1,25 @@
 /* The memory budget (memory.h): the count of what producers make the daemon
- * hold, the limits it is checked against, and the batch buffers' mappings.
+ * hold, the limits it is checked against, and the batch buffers' memory.
  *
- * Batch buffers are mappings of their own, grown with mremap: growing one
- * moves page-table entries instead of copying, and leaves no hole behind.
- * Buffers carved from malloc's heap did (each growth freed the smaller
- * copy, which the heap kept), and under a sustained flood those holes
- * added about a fifth to the daemon's RSS beyond the buffers it counts.
- * A released buffer goes to a small pool, so the next burst reuses its
- * pages instead of faulting fresh ones in; beyond the pool it is unmapped,
- * which gives its memory back at once. The sessions' receive buffers (an
- * unfinished frame between reads) are such mappings too, from the same
- * pool. */
+ * Buffers of ARENA_MIN_BYTES and more come from the arena (arena.h): blocks
+ * of a huge-page backed region, whose pages cost a fraction of small pages'
+ * faults when first written and stay resident when freed (up to
+ * ARENA_KEEP_BYTES). A buffer grows in place while its block has room, else
+ * moves to a larger block. Smaller buffers, and all of them where the
+ * kernel has no transparent huge pages or the arena is full, are mappings
+ * of their own, grown with mremap: growing one moves page-table entries
+ * instead of copying, and leaves no hole behind. Buffers carved from
+ * malloc's heap did (each growth freed the smaller copy, which the heap
+ * kept), and under a sustained flood those holes added about a fifth to the
+ * daemon's RSS beyond the buffers it counts. A released mapping goes to a
+ * small pool, so the next burst reuses its pages instead of faulting fresh
+ * ones in; beyond the pool it is unmapped, which gives its memory back at
+ * once. The sessions' receive buffers (an unfinished frame between reads)
+ * are such buffers too. */
 #include "memory.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "config.h"
@@ -37,21 +43,91 @@ static bool pool_take(struct batch_pool *p, size_t need, unsigned char **ret_buf
     return true;
 }
 
+/* The arena, made at the first buffer large enough for it: twice the
+ * memory limit (the limit is checked before reading, so it can be passed by
+ * what one read brings), at most ARENA_MAX_BYTES. Address space only, until
+ * written. */
+static struct arena *arena_of(struct daemon *d)
+{
+    struct batch_pool *p = &d->batch_pool;
+
+    if (!p->arena_tried) {
+        size_t want = (size_t)d->config.memory_limit_bytes * 2;
+
+        p->arena_tried = true;
+        if (want > ARENA_MAX_BYTES)
+            want = ARENA_MAX_BYTES;
+        if (arena_huge_pages_available())
+            (void)arena_init(&p->arena, want, ARENA_KEEP_BYTES);
+    }
+    return p->arena.base ? &p->arena : NULL;
+}
+
+/* Gives a buffer's memory back: to the arena, the pool, or the kernel. */
+static void unmap_buffer(struct daemon *d, unsigned char *buf, size_t cap)
+{
+    struct batch_pool *p = &d->batch_pool;
+
+    if (arena_owns(&p->arena, buf)) {
+        arena_free(&p->arena, buf);
+    } else if (p->n < BATCH_POOL_SLOTS && p->bytes + cap <= BATCH_POOL_MAX_BYTES) {
+        p->slot[p->n].buf = buf;
+        p->slot[p->n].cap = cap;
+        p->n++;
+        p->bytes += cap;
+    } else {
+        (void)munmap(buf, cap); /* ours; cannot fail */
+    }
+}
+
 int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t need,
                     size_t want)
 {
+    struct arena *a;
     void *nb;
 
     if (need <= *cap)
         return 0;
+    a = want >= ARENA_MIN_BYTES ? arena_of(d) : NULL;
+    if (a && *buf && arena_owns(a, *buf) && arena_block_size(a, *buf) >= need) {
+        size_t room = arena_block_size(a, *buf);
+        size_t grown = want < room ? want : room;
+
+        d->memory_bytes += grown - *cap; /* in place: the block has room */
+        *cap = grown;
+        return 0;
+    }
+    if (a) {
+        size_t block;
+
+        nb = arena_alloc(a, want, &block);
+        if (nb) {
+            if (*buf) {
+                memcpy(nb, *buf, *cap);
+                unmap_buffer(d, *buf, *cap);
+            }
+            d->memory_bytes += want - *cap;
+            *buf = nb;
+            *cap = want;
+            return 0;
+        }
+    }
     if (!*buf && pool_take(&d->batch_pool, need, buf, cap)) {
         d->memory_bytes += *cap;
         return 0;
     }
-    if (*buf)
-        nb = mremap(*buf, *cap, want, MREMAP_MAYMOVE);
-    else
+    if (*buf && arena_owns(&d->batch_pool.arena, *buf)) {
+        /* The arena is full: the buffer leaves it for a mapping. */
         nb = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (nb == MAP_FAILED)
+            return -ENOMEM;
+        memcpy(nb, *buf, *cap);
+        arena_free(&d->batch_pool.arena, *buf);
+    } else if (*buf) {
+        nb = mremap(*buf, *cap, want, MREMAP_MAYMOVE);
+    } else {
+        nb = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
     if (nb == MAP_FAILED)
         return -ENOMEM;
     d->memory_bytes += want - *cap;
@@ -62,18 +138,9 @@ int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t n
 
 void memory_map_release(struct daemon *d, unsigned char **buf, size_t *cap)
 {
-    struct batch_pool *p = &d->batch_pool;
-
     if (*buf) {
         d->memory_bytes -= *cap;
-        if (p->n < BATCH_POOL_SLOTS && p->bytes + *cap <= BATCH_POOL_MAX_BYTES) {
-            p->slot[p->n].buf = *buf;
-            p->slot[p->n].cap = *cap;
-            p->n++;
-            p->bytes += *cap;
-        } else {
-            (void)munmap(*buf, *cap); /* ours; cannot fail */
-        }
+        unmap_buffer(d, *buf, *cap);
     }
     *buf = NULL;
     *cap = 0;
@@ -88,6 +155,7 @@ void memory_pool_drain(struct daemon *d)
         (void)munmap(p->slot[p->n].buf, p->slot[p->n].cap); /* ours; cannot fail */
     }
     p->bytes = 0;
+    arena_destroy(&p->arena);
 }
 
 void memory_adjust(struct daemon *d, size_t add, size_t sub)

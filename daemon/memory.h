@@ -11,15 +11,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
+
 struct daemon;
 
 /* Released batch and receive buffers kept for reuse: mapped memory whose
  * pages are already there, so a new burst does not fault them in again.
  * Slots for as many buffers as a tick's reading fills (session-recv.c);
  * the pool's bytes do not count towards memory_limit_bytes: nobody holds
- * them. */
+ * them. Buffers of ARENA_MIN_BYTES and more come from the arena instead,
+ * which keeps as many freed bytes resident. */
 #define BATCH_POOL_SLOTS 128u
 #define BATCH_POOL_MAX_BYTES (64u * 1024u * 1024u)
+/* Smaller buffers are many (one per shard and unfinished frame, with a
+ * thousand producers) and mostly empty: in the arena each would hold a
+ * block of 64 KiB, backed by huge pages. */
+#define ARENA_MIN_BYTES (128u * 1024u)
+#define ARENA_MAX_BYTES ((size_t)4 << 30)
+/* Freed arena bytes that stay resident. Huge pages are resident whole, so
+ * the arena keeps less than the pool: with 1,000 producers 64 MiB took the
+ * daemon's peak RSS from 42 to about 60 MiB, 32 MiB to about 48, and with
+ * 64 producers 32 MiB was as fast as 64 (docs/BENCHMARKS.md). */
+#define ARENA_KEEP_BYTES (32u * 1024u * 1024u)
 struct batch_pool {
     struct {
         unsigned char *buf;
@@ -27,21 +40,26 @@ struct batch_pool {
     } slot[BATCH_POOL_SLOTS];
     unsigned n;
     size_t bytes;
+    bool arena_tried;
+    struct arena arena;
 };
 
-/* Grows the mapping *buf of *cap bytes (NULL and 0: none yet) so that it
- * holds at least need bytes: a buffer from the pool when there is none yet
- * and the pool has one that fits, else a mapping of want bytes (want >=
- * need; the caller's growth policy). The contents up to the old capacity
- * are kept. Returns 0 or -ENOMEM; *buf and *cap change only on success. */
+/* Grows the buffer *buf of *cap bytes (NULL and 0: none yet) so that it
+ * holds at least need bytes: in place when its arena block has room, else
+ * an arena block for want bytes (want >= need; the caller's growth policy),
+ * else a buffer from the pool when there is none yet and the pool has one
+ * that fits, else a mapping of want bytes. The contents up to the old
+ * capacity are kept. Returns 0 or -ENOMEM; *buf and *cap change only on
+ * success. */
 int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t need,
                     size_t want);
 
-/* Gives a mapping from memory_map_grow() back (to the pool, or to the
- * kernel when the pool is full) and sets *buf and *cap to NULL and 0. */
+/* Gives a buffer from memory_map_grow() back (to the arena, to the pool,
+ * or to the kernel when the pool is full) and sets *buf and *cap to NULL
+ * and 0. */
 void memory_map_release(struct daemon *d, unsigned char **buf, size_t *cap);
 
-/* Unmaps every pooled buffer (at exit). */
+/* Unmaps every pooled buffer and the arena (at exit). */
 void memory_pool_drain(struct daemon *d);
 
 /* Heap memory held for a producer (its receive buffer) grew by add bytes

@@ -1,0 +1,221 @@
+/* The buddy arena (arena.h). Its bookkeeping lives in arrays beside the
+ * region, one entry per granule, never in the blocks themselves: a free
+ * block that was never written stays unbacked, and writing a list link into
+ * it would back a whole huge page. */
+#include "arena.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#define GRANULE ((size_t)1 << ARENA_GRANULE_SHIFT)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* head[] values: 0 for no block head, else what these make. */
+static uint8_t head_value(unsigned order, bool is_free)
+{
+    return (uint8_t)(((order << 1) | (is_free ? 1u : 0u)) + 1u);
+}
+
+static unsigned head_order(uint8_t v)
+{
+    return (unsigned)(v - 1u) >> 1;
+}
+
+static bool head_free(uint8_t v)
+{
+    return v != 0 && ((v - 1u) & 1u) != 0;
+}
+
+static void list_push(struct arena *a, size_t g, unsigned order)
+{
+    int32_t first = a->free_list[order];
+
+    a->head[g] = head_value(order, true);
+    a->prev[g] = -1;
+    a->next[g] = first;
+    if (first >= 0)
+        a->prev[first] = (int32_t)g;
+    a->free_list[order] = (int32_t)g;
+}
+
+static void list_remove(struct arena *a, size_t g, unsigned order)
+{
+    if (a->prev[g] >= 0)
+        a->next[a->prev[g]] = a->next[g];
+    else
+        a->free_list[order] = a->next[g];
+    if (a->next[g] >= 0)
+        a->prev[a->next[g]] = a->prev[g];
+    a->head[g] = 0;
+}
+
+/* Bytes of the granules from g, count of them, that may be resident. */
+static size_t resident_bytes(const struct arena *a, size_t g, size_t count)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < count; i++)
+        n += a->resident[g + i];
+    return n * GRANULE;
+}
+
+int arena_init(struct arena *a, size_t size, size_t keep_bytes)
+{
+    size_t granules;
+    unsigned orders = 1;
+
+    memset(a, 0, sizeof(*a));
+    for (unsigned i = 0; i < ARENA_MAX_ORDERS; i++)
+        a->free_list[i] = -1;
+    if (size < GRANULE)
+        return -EINVAL;
+    while (orders < ARENA_MAX_ORDERS && (GRANULE << orders) <= size)
+        orders++;
+    size = GRANULE << (orders - 1);
+    granules = size / GRANULE;
+
+    /* One huge page more than asked for, so that base can sit on a huge
+     * page's boundary: blocks of 2 MiB and more are then whole huge pages. */
+    a->mapping_size = size + HUGE_PAGE;
+    a->mapping = mmap(NULL, a->mapping_size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a->mapping == MAP_FAILED) {
+        a->mapping = NULL;
+        return -ENOMEM;
+    }
+    a->head = calloc(granules, sizeof(*a->head));
+    a->resident = calloc(granules, sizeof(*a->resident));
+    a->next = malloc(granules * sizeof(*a->next));
+    a->prev = malloc(granules * sizeof(*a->prev));
+    if (!a->head || !a->resident || !a->next || !a->prev) {
+        arena_destroy(a);
+        return -ENOMEM;
+    }
+    a->base = (unsigned char *)(((uintptr_t)a->mapping + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    /* A kernel without transparent huge pages refuses: the arena works
+     * the same, on small pages. */
+    (void)madvise(a->base, size, MADV_HUGEPAGE);
+    a->size = size;
+    a->orders = orders;
+    a->granules = granules;
+    a->keep_bytes = keep_bytes;
+    list_push(a, 0, orders - 1);
+    return 0;
+}
+
+void arena_destroy(struct arena *a)
+{
+    if (a->mapping)
+        (void)munmap(a->mapping, a->mapping_size); /* ours; cannot fail */
+    free(a->head);
+    free(a->resident);
+    free(a->next);
+    free(a->prev);
+    memset(a, 0, sizeof(*a));
+    for (unsigned i = 0; i < ARENA_MAX_ORDERS; i++)
+        a->free_list[i] = -1;
+}
+
+bool arena_huge_pages_available(void)
+{
+    char line[256] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+
+    if (!f)
+        return false;
+    if (!fgets(line, sizeof(line), f))
+        line[0] = '\0';
+    fclose(f);
+    return strstr(line, "[always]") || strstr(line, "[madvise]");
+}
+
+bool arena_owns(const struct arena *a, const void *p)
+{
+    const unsigned char *c = p;
+
+    return a->base && c >= a->base && c < a->base + a->size;
+}
+
+void *arena_alloc(struct arena *a, size_t n, size_t *ret_size)
+{
+    size_t need, g, block;
+    unsigned order = 0, j;
+    void *p;
+
+    if (!a->base || n == 0 || n > a->size)
+        return NULL;
+    need = (n + GRANULE - 1) / GRANULE;
+    while (((size_t)1 << order) < need)
+        order++;
+    for (j = order; j < a->orders && a->free_list[j] < 0; j++)
+        ;
+    if (j >= a->orders)
+        return NULL;
+    g = (size_t)a->free_list[j];
+    list_remove(a, g, j);
+    while (j > order) { /* split: the upper half stays free */
+        j--;
+        list_push(a, g + ((size_t)1 << j), j);
+    }
+    a->head[g] = head_value(order, false);
+    block = GRANULE << order;
+    a->resident_free_bytes -= resident_bytes(a, g, (size_t)1 << order);
+    memset(a->resident + g, 1, (size_t)1 << order);
+    a->used_bytes += block;
+    p = a->base + g * GRANULE;
+    UNPOISON(p, block);
+    *ret_size = block;
+    return p;
+}
+
+size_t arena_block_size(const struct arena *a, const void *p)
+{
+    size_t g = (size_t)((const unsigned char *)p - a->base) / GRANULE;
+
+    return GRANULE << head_order(a->head[g]);
+}
+
+void arena_free(struct arena *a, void *p)
+{
+    size_t g = (size_t)((unsigned char *)p - a->base) / GRANULE;
+    unsigned order = head_order(a->head[g]);
+    size_t block = GRANULE << order;
+
+    POISON(p, block);
+    a->head[g] = 0;
+    a->used_bytes -= block;
+    a->resident_free_bytes += block;
+    while (order + 1 < a->orders) {
+        size_t buddy = g ^ ((size_t)1 << order);
+
+        if (!head_free(a->head[buddy]) || head_order(a->head[buddy]) != order)
+            break;
+        list_remove(a, buddy, order);
+        if (buddy < g)
+            g = buddy;
+        order++;
+    }
+    list_push(a, g, order);
+    block = GRANULE << order;
+    /* Past what may stay, whole huge pages go back; a smaller block would
+     * split the huge page it sits in, and stays. */
+    if (a->resident_free_bytes > a->keep_bytes && block >= HUGE_PAGE) {
+        size_t count = (size_t)1 << order;
+
+        a->resident_free_bytes -= resident_bytes(a, g, count);
+        memset(a->resident + g, 0, count);
+        (void)madvise(a->base + g * GRANULE, block, MADV_DONTNEED); /* ours; cannot fail */
+    }
+}
