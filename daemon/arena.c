@@ -22,27 +22,26 @@
 #define GRANULE ((size_t)1 << ARENA_GRANULE_SHIFT)
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* head[] values: 0 for no block head, else what these make. */
-static uint8_t head_value(unsigned order, bool is_free)
+/* head[] values: 0 for no block head, ALLOCATED at the first granule of
+ * an allocation (its granule count in next[]), else a free block's order
+ * plus 1. */
+#define ALLOCATED 0xffu
+
+static uint8_t free_head(unsigned order)
 {
-    return (uint8_t)(((order << 1) | (is_free ? 1u : 0u)) + 1u);
+    return (uint8_t)(order + 1u);
 }
 
-static unsigned head_order(uint8_t v)
+static bool is_free_head(uint8_t v, unsigned order)
 {
-    return (unsigned)(v - 1u) >> 1;
-}
-
-static bool head_free(uint8_t v)
-{
-    return v != 0 && ((v - 1u) & 1u) != 0;
+    return v == free_head(order);
 }
 
 static void list_push(struct arena *a, size_t g, unsigned order)
 {
     int32_t first = a->free_list[order];
 
-    a->head[g] = head_value(order, true);
+    a->head[g] = free_head(order);
     a->prev[g] = -1;
     a->next[g] = first;
     if (first >= 0)
@@ -148,9 +147,61 @@ bool arena_owns(const struct arena *a, const void *p)
     return a->base && c >= a->base && c < a->base + a->size;
 }
 
+/* The largest order of a block that can start at granule g and end at or
+ * before end. */
+static unsigned fitting_order(const struct arena *a, size_t g, size_t end)
+{
+    unsigned order = 0;
+
+    while (order + 1 < a->orders && (g & (((size_t)2 << order) - 1)) == 0 &&
+           g + ((size_t)2 << order) <= end)
+        order++;
+    return order;
+}
+
+/* Frees the block of 2^order granules at g: merged with its buddy while
+ * that is free too; a merged block of whole huge pages is given back when
+ * more than keep_bytes is free and resident. */
+static void free_block(struct arena *a, size_t g, unsigned order)
+{
+    size_t block;
+
+    while (order + 1 < a->orders) {
+        size_t buddy = g ^ ((size_t)1 << order);
+
+        if (!is_free_head(a->head[buddy], order))
+            break;
+        list_remove(a, buddy, order);
+        if (buddy < g)
+            g = buddy;
+        order++;
+    }
+    list_push(a, g, order);
+    block = GRANULE << order;
+    /* A smaller block would split the huge page it sits in, and stays. */
+    if (a->resident_free_bytes > a->keep_bytes && block >= HUGE_PAGE) {
+        size_t count = (size_t)1 << order;
+
+        a->resident_free_bytes -= resident_bytes(a, g, count);
+        memset(a->resident + g, 0, count);
+        (void)madvise(a->base + g * GRANULE, block, MADV_DONTNEED); /* ours; cannot fail */
+    }
+}
+
+/* Frees the granules [g, end) as the blocks they decompose into. */
+static void free_run(struct arena *a, size_t g, size_t end)
+{
+    while (g < end) {
+        unsigned order = fitting_order(a, g, end);
+
+        free_block(a, g, order);
+        g += (size_t)1 << order;
+    }
+}
+
 void *arena_alloc(struct arena *a, size_t n, size_t *ret_size)
 {
-    size_t need, g, block;
+    size_t need, g, bytes;
     unsigned order = 0, j;
     void *p;
 
@@ -169,14 +220,24 @@ void *arena_alloc(struct arena *a, size_t n, size_t *ret_size)
         j--;
         list_push(a, g + ((size_t)1 << j), j);
     }
-    a->head[g] = head_value(order, false);
-    block = GRANULE << order;
-    a->resident_free_bytes -= resident_bytes(a, g, (size_t)1 << order);
-    memset(a->resident + g, 1, (size_t)1 << order);
-    a->used_bytes += block;
+    /* Granules past need go back at once, as the blocks they make: a
+     * buffer of 320 KiB holds 320 KiB, not 512. None of them is a free
+     * buddy of another (they grow in size towards the block's end). */
+    for (size_t t = g + need; t < g + ((size_t)1 << order);) {
+        unsigned o = fitting_order(a, t, g + ((size_t)1 << order));
+
+        list_push(a, t, o);
+        t += (size_t)1 << o;
+    }
+    a->head[g] = ALLOCATED;
+    a->next[g] = (int32_t)need;
+    bytes = need * GRANULE;
+    a->resident_free_bytes -= resident_bytes(a, g, need);
+    memset(a->resident + g, 1, need);
+    a->used_bytes += bytes;
     p = a->base + g * GRANULE;
-    UNPOISON(p, block);
-    *ret_size = block;
+    UNPOISON(p, bytes);
+    *ret_size = bytes;
     return p;
 }
 
@@ -184,38 +245,17 @@ size_t arena_block_size(const struct arena *a, const void *p)
 {
     size_t g = (size_t)((const unsigned char *)p - a->base) / GRANULE;
 
-    return GRANULE << head_order(a->head[g]);
+    return (size_t)a->next[g] * GRANULE;
 }
 
 void arena_free(struct arena *a, void *p)
 {
     size_t g = (size_t)((unsigned char *)p - a->base) / GRANULE;
-    unsigned order = head_order(a->head[g]);
-    size_t block = GRANULE << order;
+    size_t need = (size_t)a->next[g], bytes = need * GRANULE;
 
-    POISON(p, block);
+    POISON(p, bytes);
     a->head[g] = 0;
-    a->used_bytes -= block;
-    a->resident_free_bytes += block;
-    while (order + 1 < a->orders) {
-        size_t buddy = g ^ ((size_t)1 << order);
-
-        if (!head_free(a->head[buddy]) || head_order(a->head[buddy]) != order)
-            break;
-        list_remove(a, buddy, order);
-        if (buddy < g)
-            g = buddy;
-        order++;
-    }
-    list_push(a, g, order);
-    block = GRANULE << order;
-    /* Past what may stay, whole huge pages go back; a smaller block would
-     * split the huge page it sits in, and stays. */
-    if (a->resident_free_bytes > a->keep_bytes && block >= HUGE_PAGE) {
-        size_t count = (size_t)1 << order;
-
-        a->resident_free_bytes -= resident_bytes(a, g, count);
-        memset(a->resident + g, 0, count);
-        (void)madvise(a->base + g * GRANULE, block, MADV_DONTNEED); /* ours; cannot fail */
-    }
+    a->used_bytes -= bytes;
+    a->resident_free_bytes += bytes;
+    free_run(a, g, g + need);
 }

@@ -7,10 +7,11 @@
  * the development machine, docs/BENCHMARKS.md); a burst that fills a few
  * dozen megabytes of fresh buffers then spends a fifth of the daemon's CPU
  * faulting. In a region advised MADV_HUGEPAGE the kernel backs 2 MiB at a
- * time, 0.3 us per 4 KiB there. Blocks are powers of two from 64 KiB (one
- * granule) up, so that freed neighbours merge and the region does not
- * fragment; freed blocks are reused last in, first out, so the memory
- * reused is the memory already there.
+ * time, 0.3 us per 4 KiB there. Free blocks are powers of two from 64 KiB
+ * (one granule) up, so that freed neighbours merge and the region does not
+ * fragment; an allocation takes whole granules, what it leaves of the
+ * block it is cut from staying free. Freed blocks are reused last in,
+ * first out, so the memory reused is the memory already there.
  *
  * What is freed stays resident up to keep_bytes; past that, a freed block
  * of 2 MiB or more (whole huge pages) is given back (MADV_DONTNEED).
@@ -32,9 +33,10 @@ struct arena {
     size_t size;                 /* a power of two, from base */
     unsigned orders;             /* block orders 0 .. orders - 1 */
     size_t granules;
-    /* Per granule: at a block's first granule, (order << 1) | free, plus 1
-     * (0: not the first granule of a block); its free-list links; whether
-     * its pages may be resident. */
+    /* Per granule: at a free block's first granule its order plus 1, at
+     * an allocation's first granule 0xff (0: neither); a free block's list
+     * links (an allocation's granule count in next); whether its pages may
+     * be resident. */
     uint8_t *head;
     int32_t *next, *prev;
     uint8_t *resident;
@@ -61,11 +63,12 @@ bool arena_huge_pages_available(void);
 /* Whether p points into the arena's region. */
 bool arena_owns(const struct arena *a, const void *p);
 
-/* A block of at least n bytes (n > 0), its size in *ret_size, or NULL
- * when no free block is that large. */
+/* A block of at least n bytes (n > 0), its size (n rounded up to whole
+ * granules) in *ret_size, or NULL when no free block is that large. */
 void *arena_alloc(struct arena *a, size_t n, size_t *ret_size);
 
-/* The size of the allocated block that starts at p. */
+/* The size of the allocated block that starts at p, as arena_alloc() gave
+ * it. */
 size_t arena_block_size(const struct arena *a, const void *p);
 
 /* Gives back the allocated block that starts at p. */

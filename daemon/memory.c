@@ -4,18 +4,18 @@
  * Buffers of ARENA_MIN_BYTES and more come from the arena (arena.h): blocks
  * of a huge-page backed region, whose pages cost a fraction of small pages'
  * faults when first written and stay resident when freed (up to
- * ARENA_KEEP_BYTES). A buffer grows in place while its block has room, else
- * moves to a larger block. Smaller buffers, and all of them where the
- * kernel has no transparent huge pages or the arena is full, are mappings
- * of their own, grown with mremap: growing one moves page-table entries
- * instead of copying, and leaves no hole behind. Buffers carved from
- * malloc's heap did (each growth freed the smaller copy, which the heap
- * kept), and under a sustained flood those holes added about a fifth to the
- * daemon's RSS beyond the buffers it counts. A released mapping goes to a
- * small pool, so the next burst reuses its pages instead of faulting fresh
- * ones in; beyond the pool it is unmapped, which gives its memory back at
- * once. The sessions' receive buffers (an unfinished frame between reads)
- * are such buffers too. */
+ * ARENA_KEEP_BYTES). A buffer's capacity is its whole block (whole 64 KiB
+ * granules); growing past it moves it to a larger one. Smaller buffers,
+ * and all of them where the kernel has no transparent huge pages or the
+ * arena is full, are mappings of their own, grown with mremap: growing one
+ * moves page-table entries instead of copying, and leaves no hole behind.
+ * Buffers carved from malloc's heap did (each growth freed the smaller
+ * copy, which the heap kept), and under a sustained flood those holes added
+ * about a fifth to the daemon's RSS beyond the buffers it counts. A
+ * released mapping goes to a small pool, so the next burst reuses its pages
+ * instead of faulting fresh ones in; beyond the pool it is unmapped, which
+ * gives its memory back at once. The sessions' receive buffers (an
+ * unfinished frame between reads) are such buffers too. */
 #include "memory.h"
 
 #include <errno.h>
@@ -89,26 +89,20 @@ int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t n
     if (need <= *cap)
         return 0;
     a = want >= ARENA_MIN_BYTES ? arena_of(d) : NULL;
-    if (a && *buf && arena_owns(a, *buf) && arena_block_size(a, *buf) >= need) {
-        size_t room = arena_block_size(a, *buf);
-        size_t grown = want < room ? want : room;
-
-        d->memory_bytes += grown - *cap; /* in place: the block has room */
-        *cap = grown;
-        return 0;
-    }
     if (a) {
         size_t block;
 
+        /* The whole block is the buffer's, and counts: what huge pages
+         * back is resident whether written or not. */
         nb = arena_alloc(a, want, &block);
         if (nb) {
             if (*buf) {
                 memcpy(nb, *buf, *cap);
                 unmap_buffer(d, *buf, *cap);
             }
-            d->memory_bytes += want - *cap;
+            d->memory_bytes += block - *cap;
             *buf = nb;
-            *cap = want;
+            *cap = block;
             return 0;
         }
     }

@@ -45,12 +45,12 @@ struct batch_pool {
 };
 
 /* Grows the buffer *buf of *cap bytes (NULL and 0: none yet) so that it
- * holds at least need bytes: in place when its arena block has room, else
- * an arena block for want bytes (want >= need; the caller's growth policy),
- * else a buffer from the pool when there is none yet and the pool has one
- * that fits, else a mapping of want bytes. The contents up to the old
- * capacity are kept. Returns 0 or -ENOMEM; *buf and *cap change only on
- * success. */
+ * holds at least need bytes: an arena block for want bytes (want >= need;
+ * the caller's growth policy), whose capacity is want rounded up to whole
+ * arena granules, else a buffer from the pool when there is none yet and
+ * the pool has one that fits, else a mapping of want bytes. The contents up
+ * to the old capacity are kept. Returns 0 or -ENOMEM; *buf and *cap change
+ * only on success. */
 int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t need,
                     size_t want);
 
