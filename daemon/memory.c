@@ -165,8 +165,13 @@ uint64_t memory_used(const struct daemon *d)
 
 bool memory_over_budget(const struct daemon *d, uint64_t held)
 {
-    return held > d->config.session_buffer_bytes ||
+    return memory_session_over_budget(d, held) ||
            d->memory_bytes > d->config.memory_limit_bytes;
+}
+
+bool memory_session_over_budget(const struct daemon *d, uint64_t held)
+{
+    return held > d->config.session_buffer_bytes;
 }
 
 bool memory_daemon_may_resume(const struct daemon *d)

@@ -73,6 +73,9 @@ uint64_t memory_used(const struct daemon *d);
  * session_buffer_bytes, or the daemon is over memory_limit_bytes. */
 bool memory_over_budget(const struct daemon *d, uint64_t held);
 
+/* The session's part of that alone: held is over session_buffer_bytes. */
+bool memory_session_over_budget(const struct daemon *d, uint64_t held);
+
 /* Whether the daemon has fallen far enough under memory_limit_bytes (to
  * three quarters of it) for sessions paused for memory to read again. The
  * gap below the limit keeps a session from pausing again at once. */

@@ -65,12 +65,28 @@ static void set_rx(struct session *s, enum session_rx next)
 
 /* ---- memory ---- */
 
+/* Whether the session is inside a frame whose receive buffer already has
+ * room for all of it. Such a session reads on to the frame's end whatever
+ * the daemon as a whole holds: the rest costs no new receive memory, and
+ * decoding the frame gives the buffer back. Paused for the daemon's limit
+ * instead, a thousand producers each halfway through a frame of 256 KiB
+ * held the whole limit in unfinished frames that nothing could finish, and
+ * the daemon read nothing again. */
+static bool finishing_frame(const struct session *s)
+{
+    return s->rx_need > s->rx_len && s->rx_cap >= s->rx_need;
+}
+
 /* The receive buffer counts here but not for resuming (session_rx_pump()):
  * it may hold a partial frame that only more reading can complete. The
  * daemon's memory counts every session's receive buffer (memory.c). */
 static bool over_budget(const struct session *s)
 {
-    return memory_over_budget(s->d, session_buffered_bytes(s) + s->rx_cap);
+    uint64_t held = session_buffered_bytes(s) + s->rx_cap;
+
+    if (finishing_frame(s))
+        return memory_session_over_budget(s->d, held);
+    return memory_over_budget(s->d, held);
 }
 
 void session_rx_release(struct session *s)
@@ -536,7 +552,7 @@ void session_rx_pump(struct session *s)
             session_start_reading(s);
     }
     if (s->rx == RX_PAUSED && memory_session_may_resume(s->d, session_buffered_bytes(s)) &&
-        memory_daemon_may_resume(s->d)) {
+        (memory_daemon_may_resume(s->d) || finishing_frame(s))) {
         set_rx(s, RX_STOPPED);
         session_start_reading(s);
     }

@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "admin-fixture.h"
 #include "harness.h"
 #include "logshard.h"
 #include "wire.h"
@@ -331,6 +332,126 @@ static void test_flood_beside_good_producers(void **state)
         assert_true(flood > 0);
     }
     free(text);
+}
+
+/* Reads ACKs from a raw connection until one says at least want records,
+ * within timeout_ms; returns the last ACK seen. */
+static uint64_t raw_read_acks(int fd, uint64_t want, int timeout_ms)
+{
+    unsigned char buf[4096];
+    size_t have = 0;
+    uint64_t acked = 0;
+    struct timespec start, now;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (acked < want) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        long spent;
+        ssize_t n;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (spent >= timeout_ms || poll(&p, 1, (int)(timeout_ms - spent)) != 1)
+            break;
+        n = recv(fd, buf + have, sizeof(buf) - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        while (have >= WIRE_HEADER_SIZE && have >= WIRE_HEADER_SIZE + wire_get_u32(buf)) {
+            uint32_t len = wire_get_u32(buf);
+
+            assert_int_not_equal(buf[4], WIRE_ERROR);
+            if (buf[4] == WIRE_ACK)
+                acked = wire_get_u64(buf + WIRE_HEADER_SIZE);
+            memmove(buf, buf + WIRE_HEADER_SIZE + len, have - WIRE_HEADER_SIZE - len);
+            have -= WIRE_HEADER_SIZE + len;
+        }
+    }
+    return acked;
+}
+
+/* Producers that each stop halfway through a frame, their unfinished
+ * frames together more than memory_limit_bytes: each is still read to the
+ * end of its frame once the rest comes (its receive buffer holds room for
+ * all of it already). Paused for the daemon's limit instead, none could
+ * finish, nothing would give memory back, and the daemon would never read
+ * from any of them again. */
+static void test_unfinished_frames_over_memory_limit(void **state)
+{
+    enum { CONNS = 16, RECS = 180, REC_BYTES = 1000 };
+    struct harness *h = *state;
+    static char recs_text[RECS][REC_BYTES + 1];
+    const char *recs[RECS];
+    unsigned char *frame = malloc(WIRE_HEADER_SIZE + WIRE_APPEND_FIXED + RECS * (4 + REC_BYTES));
+    int fd[CONNS];
+    size_t len, half;
+    char *text;
+
+    assert_non_null(frame);
+    harness_write_config(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 1M\n"
+                            "max_frame_bytes = 512K\nmax_record_bytes = 64K\n[sync]\nfsync = none\n");
+    harness_start(h, NULL);
+    for (unsigned c = 0; c < CONNS; c++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "unfinished%u", c);
+        for (unsigned i = 0; i < RECS; i++) {
+            harness_make_record(recs_text[i], sizeof(recs_text[i]), name, i, REC_BYTES);
+            recs[i] = recs_text[i];
+        }
+        len = harness_encode_append(frame, recs, RECS);
+        half = len / 2;
+        fd[c] = harness_raw_connect(h->sock);
+        harness_raw_hello(fd[c], name);
+        harness_raw_send(fd[c], frame, half);
+    }
+    /* 16 frames of 180 KB, all unfinished: 2.9 MB held against a limit of
+     * 1 MiB once the daemon has read the start of each (each reserves its
+     * whole frame), more than the first few to arrive give back when they
+     * finish. Only then does the rest come. */
+    {
+        int64_t deadline = now_ms() + 20000;
+        uint64_t held = 0;
+
+        while (now_ms() < deadline) {
+            struct json_value *st = status_json(h);
+
+            held = json_get_u64(st, "memory_bytes", 0);
+            json_value_free(st);
+            if (held >= (uint64_t)CONNS * len)
+                break;
+        }
+        assert_true(held >= (uint64_t)CONNS * len);
+        assert_true(held > 1024 * 1024);
+    }
+    for (unsigned c = 0; c < CONNS; c++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "unfinished%u", c);
+        for (unsigned i = 0; i < RECS; i++) {
+            harness_make_record(recs_text[i], sizeof(recs_text[i]), name, i, REC_BYTES);
+            recs[i] = recs_text[i];
+        }
+        len = harness_encode_append(frame, recs, RECS);
+        harness_raw_send(fd[c], frame + len / 2, len - len / 2);
+    }
+    for (unsigned c = 0; c < CONNS; c++) {
+        assert_int_equal(raw_read_acks(fd[c], RECS, 20000), RECS);
+        close(fd[c]);
+    }
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    text = harness_merge_and_cat(h, "unfinished.lsm", &len);
+    for (unsigned c = 0; c < CONNS; c++) {
+        char first[48], last[48];
+
+        snprintf(first, sizeof(first), "unfinished%u 0 ", c);
+        snprintf(last, sizeof(last), "unfinished%u %u ", c, RECS - 1);
+        assert_non_null(strstr(text, first));
+        assert_non_null(strstr(text, last));
+    }
+    assert_int_equal(len, (size_t)CONNS * RECS * (REC_BYTES + 1));
+    free(text);
+    free(frame);
 }
 
 /* Hostile names are refused with the rule; a symlink planted in active/
@@ -681,6 +802,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_max_producers_per_uid, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_stalled_clients, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_flood_beside_good_producers, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_unfinished_frames_over_memory_limit, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_hostile_names_and_symlink, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_allowed_uids, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_max_open_shards, harness_setup, harness_teardown),
