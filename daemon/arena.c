@@ -178,8 +178,13 @@ static void free_block(struct arena *a, size_t g, unsigned order)
     }
     list_push(a, g, order);
     block = GRANULE << order;
-    /* A smaller block would split the huge page it sits in, and stays. */
-    if (a->resident_free_bytes > a->keep_bytes && block >= HUGE_PAGE) {
+    /* A smaller block would split the huge page it sits in, and stays.
+     * Nothing goes back while more than keep_bytes is in use: under a
+     * sustained load blocks are freed and taken again all the time, and
+     * each huge page given back was zeroed again when next taken (a
+     * quarter of the daemon's CPU with 1,000 producers). */
+    if (a->resident_free_bytes > a->keep_bytes && a->used_bytes <= a->keep_bytes &&
+        block >= HUGE_PAGE) {
         size_t count = (size_t)1 << order;
 
         a->resident_free_bytes -= resident_bytes(a, g, count);

@@ -13,8 +13,9 @@
  * block it is cut from staying free. Freed blocks are reused last in,
  * first out, so the memory reused is the memory already there.
  *
- * What is freed stays resident up to keep_bytes; past that, a freed block
- * of 2 MiB or more (whole huge pages) is given back (MADV_DONTNEED).
+ * What is freed stays resident up to keep_bytes; past that, once no more
+ * than keep_bytes is in use, a freed block of 2 MiB or more (whole huge
+ * pages) is given back (MADV_DONTNEED).
  *
  * Nothing here locks: one thread (the loop) owns an arena. */
 #pragma once

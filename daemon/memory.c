@@ -46,7 +46,7 @@ static bool pool_take(struct batch_pool *p, size_t need, unsigned char **ret_buf
 /* The arena, made at the first buffer large enough for it: twice the
  * memory limit (the limit is checked before reading, so it can be passed by
  * what one read brings), at most ARENA_MAX_BYTES. Address space only, until
- * written. */
+ * written; when it is full, buffers are mappings of their own. */
 static struct arena *arena_of(struct daemon *d)
 {
     struct batch_pool *p = &d->batch_pool;

@@ -27,7 +27,12 @@ struct daemon;
  * thousand producers) and mostly empty: in the arena each would hold a
  * block of 64 KiB, backed by huge pages. */
 #define ARENA_MIN_BYTES (128u * 1024u)
-#define ARENA_MAX_BYTES ((size_t)4 << 30)
+/* The arena holds the buffers of a burst, not of a daemon held at its
+ * limit: with 1,000 producers writing without a pause, an arena of twice
+ * memory_limit_bytes was all resident (530 MiB) and its huge pages were
+ * given back and zeroed again over and over. Past 64 MiB, buffers are
+ * mappings as before. */
+#define ARENA_MAX_BYTES ((size_t)64 << 20)
 /* Freed arena bytes that stay resident. Huge pages are resident whole, so
  * the arena keeps less than the pool: with 1,000 producers 64 MiB took the
  * daemon's peak RSS from 42 to about 60 MiB, 32 MiB to about 48, and with

@@ -154,6 +154,19 @@ static void test_resident(void **state)
     arena_free(&a, big);
     arena_destroy(&a);
 
+    /* While more than keep_bytes is in use, nothing goes back: the load
+     * that freed it takes it again. */
+    assert_int_equal(arena_init(&a, 16 * MIB, 1 * MIB), 0);
+    big = arena_alloc(&a, 4 * MIB, &size);
+    small = arena_alloc(&a, 4 * MIB, &size);
+    memset(big, 1, 4 * MIB);
+    memset(small, 2, 4 * MIB);
+    arena_free(&a, big);
+    assert_int_equal(a.resident_free_bytes, 4 * MIB);
+    arena_free(&a, small); /* nothing in use now: back */
+    assert_true(a.resident_free_bytes <= 1 * MIB);
+    arena_destroy(&a);
+
     assert_int_equal(arena_init(&a, 16 * MIB, 64 * MIB), 0);
     big = arena_alloc(&a, 4 * MIB, &size);
     memset(big, 1, 4 * MIB);
