@@ -370,6 +370,25 @@ static uint64_t raw_read_acks(int fd, uint64_t want, int timeout_ms)
     return acked;
 }
 
+enum { UNFINISHED_RECS = 180, UNFINISHED_REC_BYTES = 1000 };
+
+/* The APPEND frame of connection c in test_unfinished_frames_over_memory_limit:
+ * UNFINISHED_RECS records "unfinished<c> <i> ..." of UNFINISHED_REC_BYTES
+ * each, into frame; returns its size. */
+static size_t encode_unfinished_frame(unsigned c, unsigned char *frame)
+{
+    static char text[UNFINISHED_RECS][UNFINISHED_REC_BYTES + 1];
+    const char *recs[UNFINISHED_RECS];
+    char name[32];
+
+    snprintf(name, sizeof(name), "unfinished%u", c);
+    for (unsigned i = 0; i < UNFINISHED_RECS; i++) {
+        harness_make_record(text[i], sizeof(text[i]), name, i, UNFINISHED_REC_BYTES);
+        recs[i] = text[i];
+    }
+    return harness_encode_append(frame, recs, UNFINISHED_RECS);
+}
+
 /* Producers that each stop halfway through a frame, their unfinished
  * frames together more than memory_limit_bytes: each is still read to the
  * end of its frame once the rest comes (its receive buffer holds room for
@@ -378,13 +397,11 @@ static uint64_t raw_read_acks(int fd, uint64_t want, int timeout_ms)
  * from any of them again. */
 static void test_unfinished_frames_over_memory_limit(void **state)
 {
-    enum { CONNS = 16, RECS = 180, REC_BYTES = 1000 };
+    enum { CONNS = 16, RECS = UNFINISHED_RECS, REC_BYTES = UNFINISHED_REC_BYTES };
     struct harness *h = *state;
-    static char recs_text[RECS][REC_BYTES + 1];
-    const char *recs[RECS];
     unsigned char *frame = malloc(WIRE_HEADER_SIZE + WIRE_APPEND_FIXED + RECS * (4 + REC_BYTES));
     int fd[CONNS];
-    size_t len, half;
+    size_t len = 0;
     char *text;
 
     assert_non_null(frame);
@@ -395,15 +412,10 @@ static void test_unfinished_frames_over_memory_limit(void **state)
         char name[32];
 
         snprintf(name, sizeof(name), "unfinished%u", c);
-        for (unsigned i = 0; i < RECS; i++) {
-            harness_make_record(recs_text[i], sizeof(recs_text[i]), name, i, REC_BYTES);
-            recs[i] = recs_text[i];
-        }
-        len = harness_encode_append(frame, recs, RECS);
-        half = len / 2;
+        len = encode_unfinished_frame(c, frame);
         fd[c] = harness_raw_connect(h->sock);
         harness_raw_hello(fd[c], name);
-        harness_raw_send(fd[c], frame, half);
+        harness_raw_send(fd[c], frame, len / 2);
     }
     /* 16 frames of 180 KB, all unfinished: 2.9 MB held against a limit of
      * 1 MiB once the daemon has read the start of each (each reserves its
@@ -425,14 +437,7 @@ static void test_unfinished_frames_over_memory_limit(void **state)
         assert_true(held > 1024 * 1024);
     }
     for (unsigned c = 0; c < CONNS; c++) {
-        char name[32];
-
-        snprintf(name, sizeof(name), "unfinished%u", c);
-        for (unsigned i = 0; i < RECS; i++) {
-            harness_make_record(recs_text[i], sizeof(recs_text[i]), name, i, REC_BYTES);
-            recs[i] = recs_text[i];
-        }
-        len = harness_encode_append(frame, recs, RECS);
+        len = encode_unfinished_frame(c, frame);
         harness_raw_send(fd[c], frame + len / 2, len - len / 2);
     }
     for (unsigned c = 0; c < CONNS; c++) {
