@@ -81,6 +81,23 @@ boot_step() {
     fi
     echo "  installed with dpkg -i: $(grep -o "Creating user '[a-z]*'[^.]*" "$dir/dpkg.log" || echo "user existed")"
 
+    # The syslog socket's queue length (net.unix.max_dgram_qlen) belongs to
+    # a network namespace and is fixed when a socket is created. This
+    # container shares the host's network, whose sysctls its systemd-sysctl
+    # cannot write: the test applies the package's sysctl.d file on the host
+    # before the boot, as the boot of a machine would, and puts the host's
+    # value back when this process exits.
+    local sysctl_file=$root/usr/lib/sysctl.d/50-logshard.conf want_qlen
+    want_qlen=$(sed -n 's/^net\.unix\.max_dgram_qlen *= *\([0-9][0-9]*\)$/\1/p' "$sysctl_file" 2>/dev/null)
+    if [ -z "$want_qlen" ]; then
+        check "the package's $sysctl_file does not set net.unix.max_dgram_qlen"
+    else
+        # Global: the trap runs after this function has returned.
+        HOST_QLEN=$(cat /proc/sys/net/unix/max_dgram_qlen)
+        trap 'echo "$HOST_QLEN" >/proc/sys/net/unix/max_dgram_qlen' EXIT
+        echo "$want_qlen" >/proc/sys/net/unix/max_dgram_qlen
+    fi
+
     # basic.target: sockets.target and what it needs, not multi-user.target,
     # so logshardd.service starts only when a producer connects.
     systemd-nspawn -q -D "$root" -M "logshard-test-$$" --register=no --keep-unit \
@@ -120,6 +137,8 @@ boot_step() {
         ;;
     esac
     echo "  booted to basic.target ($state)"
+    [ -z "$want_qlen" ] || [ "$(ct cat /proc/sys/net/unix/max_dgram_qlen)" = "$want_qlen" ] ||
+        check "net.unix.max_dgram_qlen in the container is $(ct cat /proc/sys/net/unix/max_dgram_qlen), not the package's $want_qlen"
 
     # Socket activation: the socket listens, the service waits for a producer.
     [ "$(ct systemctl is-active logshardd.socket)" = active ] || check "logshardd.socket is not active"
@@ -440,10 +459,10 @@ boot_step() {
     # once, in order, under the identifier journald gives it and the uid that
     # wrote it. The socket unit holds the socket across the restart; journald
     # drops (and counts) what finds its queue full, and the queue holds
-    # net.unix.max_dgram_qlen datagrams, so the lines trickle, 5 a second
-    # from each writer.
+    # net.unix.max_dgram_qlen datagrams (the package's sysctl.d file, applied
+    # above), so the lines trickle, 5 a second from each writer.
     local lines=40 run_unit="ls-stdout-$$" cat_pid t0 qlen
-    qlen=$(cat /proc/sys/net/unix/max_dgram_qlen)
+    qlen=$(ct cat /proc/sys/net/unix/max_dgram_qlen)
     # The numbers of the lines "$2 N" of identifier $1 from that uid, in the
     # order logctl cat gives them.
     numbered() {
@@ -859,6 +878,7 @@ else
                     ./lib/systemd/system/logshard-prune.service
                     ./lib/systemd/system/logshard-prune.timer ./usr/share/doc/logshard/RETENTION.md
                     ./usr/lib/sysusers.d/logshard.conf ./usr/lib/tmpfiles.d/logshard.conf
+                    ./usr/lib/sysctl.d/50-logshard.conf
                     ./usr/share/man/man8/logshardd.8.gz ./usr/share/man/man1/logctl.1.gz
                     ./usr/share/man/man5/logshard.conf.5.gz ./usr/share/doc/logshard/copyright
                     ./usr/share/doc/logshard/PACKAGING.md"
