@@ -21,7 +21,11 @@
  * buffer hold more than session_buffer_bytes or the daemon more than
  * memory_limit_bytes; the sender then blocks in write() once the socket's
  * buffer is full. It reads again, in the order the connections paused,
- * under the same thresholds as a session (memory.h). And a connection
+ * under the same thresholds as a session (memory.h). While it is not read,
+ * a connection keeps only the bytes of its unfinished message (rx_shrink);
+ * paused connections hold the daemon above those thresholds only if what
+ * their senders left unfinished adds up to three quarters of
+ * memory_limit_bytes (messages are at most max_record_bytes). And a connection
  * shares the loop tick's read budget with the producer sessions: once it
  * is spent, the connection waits for its turn (read-turns.h), so that 64
  * busy senders do not fill 64 batch buffers of megabytes in one tick.
@@ -63,6 +67,8 @@
  * back by the sweep once it holds no partial message and the connection
  * has sent nothing for RX_KEEP_NS, so an idle connection holds none. */
 #define RX_INITIAL (64u * 1024u)
+/* What a buffer cut to its unfinished bytes is rounded up to. */
+#define RX_SHRINK_ROUND 4096u
 /* How long an empty receive buffer is kept after the last read. */
 #define RX_KEEP_NS (1000ull * 1000000ull)
 /* Reads per wakeup, so that one busy connection leaves the loop to the
@@ -107,7 +113,7 @@ static ssize_t rx_room(struct conn *c)
         return (ssize_t)(c->cap - c->len);
     if (c->cap >= limit)
         return 0;
-    want = c->cap ? c->cap * 2 : RX_INITIAL;
+    want = c->cap * 2 > RX_INITIAL ? c->cap * 2 : RX_INITIAL;
     if (want > limit)
         want = limit;
     nb = realloc(c->buf, want);
@@ -117,6 +123,31 @@ static ssize_t rx_room(struct conn *c)
     c->buf = nb;
     c->cap = want;
     return (ssize_t)(c->cap - c->len);
+}
+
+/* A connection that stops being read (paused for memory, waiting for its
+ * quota) keeps only the bytes it has not framed, in a buffer cut to their
+ * size: what a thousand waiting connections hold is then what their senders
+ * left unfinished, not a thousand receive buffers. Those buffers would keep
+ * the daemon above the point where paused connections read again, and none
+ * would ever be read to the end of its message. */
+static void rx_shrink(struct conn *c)
+{
+    size_t want = (c->len + RX_SHRINK_ROUND - 1) & ~(size_t)(RX_SHRINK_ROUND - 1);
+    char *nb;
+
+    if (c->len == 0) {
+        rx_release(c);
+        return;
+    }
+    if (want >= c->cap)
+        return;
+    nb = realloc(c->buf, want);
+    if (!nb)
+        return; /* the larger buffer stays: nothing is lost */
+    memory_adjust(c->l->d, want, c->cap);
+    c->buf = nb;
+    c->cap = want;
 }
 
 static uint64_t conn_held(const struct conn *c)
@@ -396,6 +427,7 @@ static void wait_for_quota(struct conn *c)
     set_state(c, CONN_QUOTA);
     budget_wait(c->l->d, c->budget, &c->quota_waiter);
     retire_shard(c);
+    rx_shrink(c);
 }
 
 static void start_reading(struct conn *c);
@@ -482,6 +514,7 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
                                     c->l->path, who(c, w, sizeof(w)), conn_held(c),
                                     memory_used(d), d->config.session_buffer_bytes,
                                     d->config.memory_limit_bytes);
+            rx_shrink(c);
             return 0;
         }
     }
