@@ -59,6 +59,11 @@
  * keeps writing during the drain. */
 #define DGRAM_DRAIN_MAX 100000u
 #define DGRAM_MODE 0666 /* anyone may log, as to /dev/log */
+/* Where the kernel's queue length of Unix datagram sockets is set, and the
+ * length under which the start warns: 10 (the kernel's default) holds less
+ * than journald forwards while the daemon restarts. */
+#define DGRAM_QLEN_SYSCTL "/proc/sys/net/unix/max_dgram_qlen"
+#define DGRAM_QLEN_ADVISED 128ul
 
 enum dgram_state {
     DGRAM_READING, /* watching the socket */
@@ -452,6 +457,38 @@ static void free_dgram(struct syslog_dgram *g)
     free(g);
 }
 
+/* The system-wide queue length of Unix datagram sockets, or 0 when it
+ * cannot be read. */
+static unsigned long dgram_queue_length(void)
+{
+    FILE *f = fopen(DGRAM_QLEN_SYSCTL, "re");
+    unsigned long qlen = 0;
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu", &qlen) != 1)
+        qlen = 0;
+    (void)fclose(f); /* read only */
+    return qlen;
+}
+
+/* A sender that does not wait, as journald, loses what finds the queue
+ * full; a short queue is said at start, with what lengthens it. The value
+ * is this network namespace's now, which a socket created earlier (passed
+ * by systemd) took when it was created. */
+static void warn_short_queue(const struct syslog_dgram *g)
+{
+    unsigned long qlen = dgram_queue_length();
+
+    if (qlen == 0 || qlen >= DGRAM_QLEN_ADVISED)
+        return;
+    log_warning("[syslog] datagram_socket %s: net.unix.max_dgram_qlen is %lu: senders that do "
+                "not wait (journald's forwarding) lose messages when more than %lu wait, as "
+                "while logshardd restarts; the package's sysctl.d/50-logshard.conf sets 512 at "
+                "boot (sysctl -w net.unix.max_dgram_qlen=512, then create the socket anew)",
+                g->path, qlen, qlen);
+}
+
 int syslog_dgram_start(struct daemon *d, struct syslog_dgram **ret, char *why, size_t why_len)
 {
     struct syslog_dgram *g = calloc(1, sizeof(*g));
@@ -504,6 +541,7 @@ int syslog_dgram_start(struct daemon *d, struct syslog_dgram **ret, char *why, s
     g->poll.data = g;
     shard_subscribe(d, &g->on_shards, &dgram_shard_events, g);
     set_state(g, DGRAM_READING);
+    warn_short_queue(g);
     *ret = g;
     return 0;
 

@@ -366,6 +366,34 @@ static void test_oversized(void **state)
     free(m);
 }
 
+/* The start says when the kernel's datagram queue is short (under 128;
+ * the kernel's default is 10), naming the sysctl and the value that helps,
+ * and says nothing when it is not. The machine decides which of the two
+ * this run checks; both print the value. */
+static void test_short_queue_warning(void **state)
+{
+    struct harness *h = *state;
+    FILE *f = fopen("/proc/sys/net/unix/max_dgram_qlen", "re");
+    unsigned long qlen = 0;
+    char needle[96];
+
+    if (!f || fscanf(f, "%lu", &qlen) != 1)
+        skip();
+    (void)fclose(f);
+    printf("net.unix.max_dgram_qlen here: %lu\n", qlen);
+    snprintf(needle, sizeof(needle), "net.unix.max_dgram_qlen is %lu:", qlen);
+    start_with_syslog(h, NULL);
+    if (!harness_wait_log(h, "syslog datagrams on", 10000))
+        fail_msg("the start did not name the syslog datagram socket");
+    if (qlen < 128) {
+        assert_true(harness_log_has(h, needle));
+        assert_true(harness_log_has(h, "sysctl.d/50-logshard.conf sets 512"));
+    } else {
+        assert_false(harness_log_has(h, "max_dgram_qlen"));
+    }
+    syslog_stop_clean(h);
+}
+
 /* A producer that stops logging has its shard sealed after idle_timeout,
  * while the daemon runs; its next message opens a new shard. */
 static void test_idle_seal(void **state)
@@ -770,6 +798,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_python_handler, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_raw_datagrams, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_oversized, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_short_queue_warning, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_idle_seal, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_max_producers, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_life, harness_setup, harness_teardown),
