@@ -20,7 +20,16 @@
  * run, and a producer that dies leaves whatever it had recorded. Flush
  * times are CLOCK_MONOTONIC, which every process shares, so the end of the
  * run is the latest final flush of any producer, compared to the bench's
- * own start time. */
+ * own start time.
+ *
+ * End barrier: a producer that is done (its final flush returned, or it
+ * failed) says so on the done pipe and, if it succeeded, stays connected and
+ * alive, blocked reading the finish pipe, until every producer is done. So
+ * the timed part holds the producers' records and nothing else: no producer
+ * closes its connection (which has the daemon seal its shard) or exits
+ * (tearing down its memory) while others are still sending, as no producer
+ * of a long-running program would. What closing and exiting cost comes
+ * after, timed on its own (teardown_s). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -66,7 +75,7 @@ struct slot {
     int32_t stage;       /* enum stage: how far the producer got */
     int32_t err;         /* negative errno of the call that failed */
     int32_t policy;      /* logshard_fsync_policy() */
-    uint32_t unused;
+    uint32_t finished;   /* set just before the byte on the done pipe */
     uint64_t acked;      /* records acknowledged */
     uint64_t n_lat;      /* flush latencies recorded in lat[] */
     uint64_t t_end_ns;   /* when the final flush returned */
@@ -123,8 +132,25 @@ static void stamp_record(unsigned char *rec, size_t size, unsigned idx, uint64_t
     memcpy(rec, head, (size_t)n < size ? (size_t)n : size);
 }
 
+/* Reports on the done pipe that this producer is done, once. */
+static void say_done(struct slot *s, int done_fd)
+{
+    __atomic_store_n(&s->finished, 1, __ATOMIC_RELEASE);
+    (void)write_all(done_fd, "x", 1);
+}
+
+/* The end barrier: end of file when the bench closes the write end. */
+static void wait_finish(int finish_fd)
+{
+    char c;
+
+    while (read(finish_fd, &c, 1) < 0 && errno == EINTR)
+        ;
+}
+
 static int producer_run(const struct bench_load_params *p, unsigned idx, struct slot *s,
-                        const struct control *ctl, int ready_fd, int start_fd)
+                        const struct control *ctl, int ready_fd, int start_fd, int done_fd,
+                        int finish_fd)
 {
     char name[32];
     logshard_opts opts = { .socket_path = p->socket, .producer = name,
@@ -166,6 +192,7 @@ static int producer_run(const struct bench_load_params *p, unsigned idx, struct 
         ;
     if (__atomic_load_n(&ctl->abort_run, __ATOMIC_ACQUIRE)) {
         s->stage = STAGE_ABORTED;
+        say_done(s, done_fd);
         logshard_close(ls);
         return -ECANCELED;
     }
@@ -191,6 +218,8 @@ static int producer_run(const struct bench_load_params *p, unsigned idx, struct 
     s->t_end_ns = now_monotonic_ns();
     s->acked = appended;
     s->stage = STAGE_DONE;
+    say_done(s, done_fd);
+    wait_finish(finish_fd);
     logshard_close(ls);
     return 0;
 
@@ -200,6 +229,7 @@ fail:
     msg = logshard_error_message(ls);
     if (msg)
         snprintf(s->msg, sizeof(s->msg), "%s", msg);
+    say_done(s, done_fd);
     logshard_close(ls);
     return r;
 }
@@ -287,6 +317,44 @@ static int wait_all(struct children *c, struct pollfd *p, unsigned *which, uint6
     return 0;
 }
 
+/* The end barrier, the bench's side: waits until every producer said it is
+ * done or died without saying so, or the deadline passes. The done pipe's
+ * end of file means that no producer is left at all. */
+static int wait_done(struct children *c, const struct shared *sh, int done_fd, struct pollfd *p,
+                     unsigned *which, uint64_t deadline_ns)
+{
+    unsigned said = 0;
+
+    for (;;) {
+        unsigned silent = 0;
+        nfds_t n;
+        int r;
+
+        for (unsigned i = 0; i < c->n; i++)
+            silent += c->pids[i] == -1 &&
+                      !__atomic_load_n(&shared_slot(sh, i)->finished, __ATOMIC_ACQUIRE);
+        if (said + silent >= c->n)
+            return 0;
+        p[0] = (struct pollfd){ .fd = done_fd, .events = POLLIN };
+        n = poll_set(c, p, which, 1);
+        r = bench_poll(p, n, deadline_ns);
+        if (r < 0)
+            return r;
+        if (p[0].revents) {
+            char buf[256];
+            ssize_t len = read(done_fd, buf, sizeof(buf));
+
+            if (len == 0)
+                return 0;
+            if (len > 0)
+                said += (unsigned)len;
+            else if (errno != EINTR && errno != EAGAIN)
+                return -errno;
+        }
+        reap_ready(c, p + 1, which, n - 1);
+    }
+}
+
 static void describe_failure(const struct shared *sh, const struct children *c, unsigned i,
                              char *buf, size_t len)
 {
@@ -359,11 +427,12 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
     struct children c = { 0 };
     _cleanup_free_ struct pollfd *pfd = NULL;
     _cleanup_free_ unsigned *which = NULL;
-    int ready[2] = { -1, -1 }, start[2] = { -1, -1 };
+    int ready[2] = { -1, -1 }, start[2] = { -1, -1 }, done[2] = { -1, -1 },
+        finish[2] = { -1, -1 };
     pid_t self = getpid();
     unsigned got = 0, failed = 0;
     int bad = -1; /* the first producer that did not connect */
-    uint64_t t0 = 0, connect_deadline;
+    uint64_t t0 = 0, t_finish, connect_deadline;
     int r;
 
     why[0] = '\0';
@@ -380,7 +449,8 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
         snprintf(why, why_len, "out of memory");
         goto out;
     }
-    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(start, O_CLOEXEC) < 0) {
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(start, O_CLOEXEC) < 0 ||
+        pipe2(done, O_CLOEXEC) < 0 || pipe2(finish, O_CLOEXEC) < 0) {
         r = -errno;
         snprintf(why, why_len, "pipe2: %s", strerror(-r));
         goto out;
@@ -400,13 +470,16 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
              * would keep the barrier shut. */
             (void)close(start[1]);
             (void)close(ready[0]);
+            (void)close(done[0]);
+            (void)close(finish[1]);
             for (size_t k = 0; k < p->n_close_fds; k++)
                 (void)close(p->close_fds[k]);
             for (unsigned k = 0; k < i; k++)
                 (void)close(c.pidfds[k]);
             if (bench_child_setup(self) < 0)
                 _exit(3);
-            r = producer_run(p, i, shared_slot(&sh, i), shared_control(&sh), ready[1], start[0]);
+            r = producer_run(p, i, shared_slot(&sh, i), shared_control(&sh), ready[1], start[0],
+                             done[1], finish[0]);
             _exit(r < 0 ? 1 : 0);
         }
         c.pids[i] = pid;
@@ -419,7 +492,9 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
     }
     (void)close(ready[1]);
     (void)close(start[0]);
-    ready[1] = start[0] = -1;
+    (void)close(done[1]);
+    (void)close(finish[0]);
+    ready[1] = start[0] = done[1] = finish[0] = -1;
 
     /* Every producer writes one byte once it connected (or failed to), then
      * closes its end; one that dies first closes it too. So the wait ends
@@ -457,7 +532,12 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
     t0 = now_monotonic_ns();
     (void)close(start[1]); /* go */
     start[1] = -1;
-    r = wait_all(&c, pfd, which, p->deadline_ns);
+    r = wait_done(&c, &sh, done[0], pfd, which, p->deadline_ns);
+    t_finish = now_monotonic_ns();
+    (void)close(finish[1]); /* every producer may close and exit now */
+    finish[1] = -1;
+    if (r == 0)
+        r = wait_all(&c, pfd, which, p->deadline_ns);
     if (r < 0) {
         snprintf(why, why_len, "%s while the producers ran (%u of %u still running)",
                  r == -ETIMEDOUT ? "timed out (see --timeout)" : strerror(-r),
@@ -478,6 +558,7 @@ int bench_load_run(const struct bench_load_params *p, struct bench_load_result *
         goto out;
     }
     r = collect(&sh, p->producers, t0, ret);
+    ret->teardown_s = (double)(now_monotonic_ns() - t_finish) / 1e9;
     if (r < 0)
         snprintf(why, why_len, "out of memory");
     goto out;
@@ -489,6 +570,10 @@ abort:
     if (start[1] >= 0) {
         (void)close(start[1]);
         start[1] = -1;
+    }
+    if (finish[1] >= 0) {
+        (void)close(finish[1]);
+        finish[1] = -1;
     }
     (void)wait_all(&c, pfd, which, now_monotonic_ns() + ABORT_WAIT_NS);
     /* Described only now: the exit status of a producer that died is known
@@ -502,6 +587,10 @@ out:
             (void)close(ready[k]);
         if (start[k] >= 0)
             (void)close(start[k]);
+        if (done[k] >= 0)
+            (void)close(done[k]);
+        if (finish[k] >= 0)
+            (void)close(finish[k]);
     }
     if (sh.base)
         (void)munmap(sh.base, sh.bytes);

@@ -24,6 +24,7 @@ struct fig_info {
 
 static const struct fig_info figs[FIG__MAX] = {
     [FIG_ELAPSED_S] = { "elapsed_s", "elapsed s", 3 },
+    [FIG_TEARDOWN_S] = { "teardown_s", "producers' close+exit s", 3 },
     [FIG_RECORDS] = { "records", "records acknowledged", 0 },
     [FIG_RECORDS_PER_S] = { "records_per_s", "records/s", 0 },
     [FIG_MIB_PER_S] = { "payload_mib_per_s", "payload MiB/s", 2 },

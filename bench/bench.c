@@ -533,6 +533,7 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
     }
     run->policy = load.policy;
     run->fig[FIG_ELAPSED_S] = load.elapsed_s;
+    run->fig[FIG_TEARDOWN_S] = load.teardown_s;
     run->fig[FIG_RECORDS] = (double)load.records;
     if (load.elapsed_s > 0) {
         run->fig[FIG_RECORDS_PER_S] = (double)load.records / load.elapsed_s;

@@ -147,6 +147,7 @@ struct bench_load_params {
 
 struct bench_load_result {
     double elapsed_s;      /* barrier release to the last final flush */
+    double teardown_s;     /* then every producer closing and exiting */
     uint64_t records;      /* acknowledged, all producers */
     uint64_t *lat_ns;      /* every timed flush, sorted; free() */
     size_t n_lat;
@@ -201,6 +202,7 @@ int bench_merge_time(const char *logctl, const char *spool, const char *workdir,
 
 enum bench_fig {
     FIG_ELAPSED_S,
+    FIG_TEARDOWN_S,
     FIG_RECORDS,
     FIG_RECORDS_PER_S,
     FIG_MIB_PER_S,

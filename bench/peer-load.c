@@ -5,7 +5,7 @@
  * start barrier until all have connected, then send N newline-terminated
  * syslog lines of exactly S bytes each (the newline included), batched into
  * writes of --buffer-bytes (256 KiB by default, liblogshard's default batch
- * buffer), and close the connection. A line is
+ * buffer), and close the connection once the run is over (below). A line is
  *
  *   <13>Mmm dd hh:mm:ss pIIII: SSSSSSSSSS aaaa...\n
  *
@@ -37,6 +37,13 @@
  * written (bytes_waiting 0), which is what "in the output file" means for
  * the peers. The check of the records is then the caller's (logctl cat).
  *
+ * Producers stay connected and alive until the end: one that has sent
+ * everything (or failed) says so on the sent pipe and waits on the finish
+ * pipe, which the parent closes once the run is complete. So the timed
+ * part holds the records and nothing else (no connection closed, no
+ * process torn down while others still send), as logshard-bench's
+ * producers do too.
+ *
  * Prints one line of key=value pairs on standard output. Exit status 0: all
  * complete; 1: a failure or an incomplete output (said on standard error);
  * 2: usage error. Never run by meson test. */
@@ -44,6 +51,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -237,9 +245,10 @@ static void fail(struct slot *s, const char *what, int err)
     s->state = -1;
 }
 
-/* One producer: connect, report, wait for the barrier, send, close. */
+/* One producer: connect, report, wait for the barrier, send, report, wait
+ * for the end, close. */
 static int producer(const struct opts *o, unsigned idx, const char *stamp, struct slot *s,
-                    int ready_fd, int start_fd)
+                    int ready_fd, int start_fd, int sent_fd, int finish_fd)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     char head[64], c;
@@ -314,6 +323,7 @@ static int producer(const struct opts *o, unsigned idx, const char *stamp, struc
                 ;
             if (r < 0) {
                 fail(s, "send", errno);
+                (void)write_all(sent_fd, "x", 1);
                 return -1;
             }
             continue;
@@ -322,14 +332,18 @@ static int producer(const struct opts *o, unsigned idx, const char *stamp, struc
             r = write_all(fd, buf, fill * rec_len);
             if (r < 0) {
                 fail(s, "write", -r);
+                (void)write_all(sent_fd, "x", 1);
                 return -1;
             }
             fill = 0;
         }
     }
     s->t_sent = now_ns();
-    (void)close(fd);
     s->state = 2;
+    (void)write_all(sent_fd, "x", 1);
+    while (read(finish_fd, &c, 1) < 0 && errno == EINTR)
+        ;
+    (void)close(fd);
     return 0;
 }
 
@@ -583,13 +597,53 @@ static int verify(const struct opts *o, uint64_t *line_len)
     return bad ? -EIO : 0;
 }
 
+/* Waits until every producer said on the sent pipe that it sent everything
+ * (or failed), or one died without saying so: -1 then. */
+static int wait_sent(const pid_t *pids, const struct slot *slots, unsigned producers, int sent_fd)
+{
+    unsigned said = 0;
+
+    while (said < producers) {
+        struct pollfd p = { .fd = sent_fd, .events = POLLIN };
+        char b[256];
+        ssize_t n;
+
+        if (poll(&p, 1, 100) == 0) {
+            /* Quiet for a while: is anyone dead without a word? */
+            for (unsigned i = 0; i < producers; i++) {
+                int st;
+                if (slots[i].state == 1 && waitpid(pids[i], &st, WNOHANG) == pids[i])
+                    return -1;
+            }
+            continue;
+        }
+        n = read(sent_fd, b, sizeof(b));
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            return -1;
+        said += (unsigned)n;
+    }
+    return 0;
+}
+
+/* The end: every producer may close its connection and exit, and is
+ * reaped, so that nothing of this run overlaps the next. */
+static void finish_producers(const pid_t *pids, unsigned producers, int finish_fd)
+{
+    (void)close(finish_fd);
+    for (unsigned i = 0; i < producers; i++)
+        while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
+            ;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
     struct slot *slots;
     size_t map_len;
     pid_t *pids, self = getpid();
-    int ready[2], start[2];
+    int ready[2], start[2], sent[2], finish[2];
     unsigned got = 0, failed = 0;
     uint64_t t0, t_sent = 0, t_end, deadline, line_len = 0;
     char stamp[32];
@@ -616,7 +670,8 @@ int main(int argc, char **argv)
     slots = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pids = calloc(o.producers, sizeof(*pids));
     if (slots == MAP_FAILED || !pids || pipe2(ready, O_CLOEXEC) < 0 ||
-        pipe2(start, O_CLOEXEC) < 0) {
+        pipe2(start, O_CLOEXEC) < 0 || pipe2(sent, O_CLOEXEC) < 0 ||
+        pipe2(finish, O_CLOEXEC) < 0) {
         fprintf(stderr, "peer-load: setup: %s\n", strerror(errno));
         return 1;
     }
@@ -631,14 +686,20 @@ int main(int argc, char **argv)
         if (pid == 0) {
             (void)close(start[1]);
             (void)close(ready[0]);
+            (void)close(sent[0]);
+            (void)close(finish[1]);
             if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
                 _exit(3);
-            _exit(producer(&o, i, stamp, &slots[i], ready[1], start[0]) < 0 ? 1 : 0);
+            _exit(producer(&o, i, stamp, &slots[i], ready[1], start[0], sent[1], finish[0]) < 0
+                      ? 1
+                      : 0);
         }
         pids[i] = pid;
     }
     (void)close(ready[1]);
     (void)close(start[0]);
+    (void)close(sent[1]);
+    (void)close(finish[0]);
     while (got < o.producers) {
         char b[256];
         ssize_t n = read(ready[0], b, sizeof(b));
@@ -664,11 +725,10 @@ int main(int argc, char **argv)
     alarm(o.timeout_s + 5);
     t0 = now_ns();
     (void)close(start[1]);
+    if (wait_sent(pids, slots, o.producers, sent[0]) < 0)
+        failed = 1;
     for (unsigned i = 0; i < o.producers; i++) {
-        int st;
-        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
-            ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || slots[i].state != 2) {
+        if (slots[i].state != 2) {
             if (failed++ == 0)
                 fprintf(stderr, "peer-load: producer %u: %s: %s\n", i,
                         slots[i].what[0] ? slots[i].what : "died", strerror(slots[i].err));
@@ -678,12 +738,15 @@ int main(int argc, char **argv)
             t_sent = slots[i].t_sent;
     }
     if (failed)
-        return 1;
+        return 1; /* the producers die with us (PR_SET_PDEATHSIG) */
+    /* Every producer stays until the output is complete: the finish pipe
+     * closes when this process exits, whatever way it does. */
     if (o.admin_socket) {
         t_end = wait_logshard(&o, deadline);
         alarm(0);
         if (!t_end)
             return 1;
+        finish_producers(pids, o.producers, finish[1]);
         printf("records=%" PRIu64 " elapsed_s=%.6f send_s=%.6f records_per_s=%.0f line_bytes=0"
                " complete=1\n",
                o.records * o.producers, (double)(t_end - t0) / 1e9, (double)(t_sent - t0) / 1e9,
@@ -691,6 +754,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!o.out_dir) {
+        finish_producers(pids, o.producers, finish[1]);
         printf("records=%" PRIu64 " send_s=%.6f\n", o.records * o.producers,
                (double)(t_sent - t0) / 1e9);
         return 0;
@@ -699,6 +763,7 @@ int main(int argc, char **argv)
     alarm(0);
     if (!t_end)
         return 1;
+    finish_producers(pids, o.producers, finish[1]);
     if (verify(&o, &line_len) < 0)
         return 1;
     if (o.line_bytes && line_len != o.line_bytes) {
