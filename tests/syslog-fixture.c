@@ -1,6 +1,7 @@
 /* What the syslog input tests share (test-syslog-datagram.c,
- * test-syslog-stream.c): senders from $PATH, and the spool read back
- * through the real logctl. */
+ * test-syslog-stream.c, test-syslog-stream-limits.c): senders from $PATH,
+ * connections to the stream socket, and the spool read back through the
+ * real logctl. */
 #include "syslog-fixture.h"
 
 #include <errno.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -227,4 +230,56 @@ bool syslog_wait_sealed(struct harness *h, size_t n, int timeout_ms)
     struct sealed_count c = { h, n };
 
     return harness_wait_for(sealed_has, &c, timeout_ms);
+}
+
+/* ---- the stream socket ---- */
+
+char *syslog_stream_path(struct harness *h)
+{
+    return harness_path(h->dir, "stream.sock");
+}
+
+void syslog_stream_start(struct harness *h, const char *config)
+{
+    char *path = syslog_stream_path(h);
+    const char *extra[] = { "--syslog-stream-socket", path, NULL };
+
+    harness_write_config(h, config ? config : "");
+    harness_start(h, extra);
+    free(path);
+}
+
+int syslog_stream_connect(struct harness *h)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char *path = syslog_stream_path(h);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    assert_true(strlen(path) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, path);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        fail_msg("connect %s: %s", path, strerror(errno));
+    free(path);
+    return fd;
+}
+
+void syslog_send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            fail_msg("write to the stream socket: %s", n < 0 ? strerror(errno) : "0 bytes");
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+void syslog_send_text(int fd, const char *text)
+{
+    syslog_send_all(fd, text, strlen(text));
 }

@@ -1,6 +1,8 @@
 /* What the syslog input tests share (test-syslog-datagram.c,
- * test-syslog-stream.c): senders that are not ours, found on $PATH, and
- * the spool read back through the real logctl. */
+ * test-syslog-stream.c, test-syslog-stream-limits.c): senders that are not
+ * ours, found on $PATH; the daemon started with a stream socket and
+ * connections to it from the test itself; and the spool read back through
+ * the real logctl. */
 #pragma once
 
 #include <stdbool.h>
@@ -65,3 +67,24 @@ uint64_t syslog_status(struct harness *h, const char *group, const char *key);
 
 /* Waits up to timeout_ms until done/ holds at least n sealed shards. */
 bool syslog_wait_sealed(struct harness *h, size_t n, int timeout_ms);
+
+/* ---- the stream socket ---- */
+
+/* Where syslog_stream_start puts the stream socket: stream.sock in the
+ * harness's directory. malloc'd. */
+char *syslog_stream_path(struct harness *h);
+
+/* Writes config (NULL: an empty file) and starts the daemon with
+ * --syslog-stream-socket at syslog_stream_path. */
+void syslog_stream_start(struct harness *h, const char *config);
+
+/* A connection to the stream socket from this process (the test is the
+ * peer, its credentials the ones stored). */
+int syslog_stream_connect(struct harness *h);
+
+/* Sends all len bytes of buf on the connection fd, blocking as long as
+ * the daemon does not read; fails the test when the connection breaks. */
+void syslog_send_all(int fd, const void *buf, size_t len);
+
+/* syslog_send_all of the string text, without its NUL. */
+void syslog_send_text(int fd, const char *text);

@@ -14,13 +14,12 @@
  *    connection that ends inside an octet-counted frame is counted;
  *  - an idle connection's shard is sealed while it stays connected;
  *  - the access lists and max_producers_per_uid refuse connections, logged;
- *  - over memory_limit_bytes a connection is not read: the sender blocks;
  *  - the drain stores what peers wrote, a last line without its end too;
- *  - socket activation with systemd-socket-activate (two stream sockets). */
+ *  - socket activation with systemd-socket-activate (two stream sockets).
+ * Memory limits, read turns and quotas are test-syslog-stream-limits.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,10 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,57 +41,6 @@
 
 #define RUN_MS 30000
 #define SOURCE "syslog-stream"
-
-static char *stream_path(struct harness *h)
-{
-    return harness_path(h->dir, "stream.sock");
-}
-
-static void start_with_stream(struct harness *h, const char *config)
-{
-    char *path = stream_path(h);
-    const char *extra[] = { "--syslog-stream-socket", path, NULL };
-
-    harness_write_config(h, config ? config : "");
-    harness_start(h, extra);
-    free(path);
-}
-
-/* A connection from this process (the test is the peer). */
-static int connect_stream(struct harness *h)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    char *path = stream_path(h);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    assert_true(fd >= 0);
-    assert_true(strlen(path) < sizeof(sa.sun_path));
-    strcpy(sa.sun_path, path);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        fail_msg("connect %s: %s", path, strerror(errno));
-    free(path);
-    return fd;
-}
-
-static void write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            fail_msg("write to the stream socket: %s", n < 0 ? strerror(errno) : "0 bytes");
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-static void write_text(int fd, const char *text)
-{
-    write_all(fd, text, strlen(text));
-}
 
 /* For a connection the daemon may refuse at any moment: the write may
  * meet the close (EPIPE, ECONNRESET), which is the point. */
@@ -118,7 +64,7 @@ static bool peer_closed(void *arg)
 static void run_logger(struct harness *h, const char *in_path, ...)
 {
     const char *argv[24];
-    char *path = stream_path(h);
+    char *path = syslog_stream_path(h);
     char *logger = syslog_need_program("logger");
     size_t n = 0;
     va_list ap;
@@ -188,7 +134,7 @@ static void test_logger(void **state)
     assert_non_null(f);
     fputs("first line\nsecond line\nthird line\n", f);
     fclose(f);
-    start_with_stream(h, "[limits]\nmax_record_bytes = 4K\n");
+    syslog_stream_start(h, "[limits]\nmax_record_bytes = 4K\n");
     run_logger(h, NULL, "-t", tags[0], msgs[0], NULL);
     run_logger(h, NULL, "--rfc3164", "-t", tags[1], msgs[1], NULL);
     run_logger(h, NULL, "--rfc5424", "--sd-id", "zoo@32473", "--sd-param", "tiger=\"hungry\"",
@@ -276,7 +222,7 @@ static void test_logger(void **state)
 static void test_python_handler(void **state)
 {
     struct harness *h = *state;
-    char *path = stream_path(h);
+    char *path = syslog_stream_path(h);
     char *out = harness_path(h->dir, "python.out");
     char *script = NULL;
     char *producer = syslog_producer_of("pyapp");
@@ -299,7 +245,7 @@ static void test_python_handler(void **state)
                          "h.close()\n"
                          "print(os.getpid())\n",
                          path) > 0);
-    start_with_stream(h, NULL);
+    syslog_stream_start(h, NULL);
     {
         const char *argv[] = { python, "-c", script, NULL };
         status = harness_run(argv, out, NULL, RUN_MS);
@@ -353,27 +299,27 @@ static void test_framing(void **state)
     for (size_t i = 12; i < long_len; i++)
         longline[i] = (char)('a' + i % 26);
     longline[long_len] = '\n';
-    start_with_stream(h, "[limits]\nmax_record_bytes = 4K\n");
+    syslog_stream_start(h, "[limits]\nmax_record_bytes = 4K\n");
 
-    fd = connect_stream(h);
-    write_text(fd, "<13>framer: lf\n");
-    write_text(fd, "<13>framer: crlf\r\n");
-    write_all(fd, "<13>framer: nul\0", 16);
-    write_text(fd, "\n\n"); /* empty lines: no message */
-    write_text(fd, "<13>other: a second identifier\n");
-    write_all(fd, longline, long_len + 1);
-    write_text(fd, "<13>framer: after the long line\n");
+    fd = syslog_stream_connect(h);
+    syslog_send_text(fd, "<13>framer: lf\n");
+    syslog_send_text(fd, "<13>framer: crlf\r\n");
+    syslog_send_all(fd, "<13>framer: nul\0", 16);
+    syslog_send_text(fd, "\n\n"); /* empty lines: no message */
+    syslog_send_text(fd, "<13>other: a second identifier\n");
+    syslog_send_all(fd, longline, long_len + 1);
+    syslog_send_text(fd, "<13>framer: after the long line\n");
     /* Split across writes, byte by byte. */
     for (const char *p = "<13>framer: dribbled\n"; *p; p++)
-        write_all(fd, p, 1);
+        syslog_send_all(fd, p, 1);
     close(fd);
 
-    fd2 = connect_stream(h);
+    fd2 = syslog_stream_connect(h);
     snprintf(frame, sizeof(frame), "%zu ", sizeof(oct_msg) - 1);
-    write_text(fd2, frame);
-    write_all(fd2, oct_msg, sizeof(oct_msg) - 1);
-    write_text(fd2, "5 <13>x"); /* two messages in one write: "<13>x" and "<13>oct: y" */
-    write_text(fd2, "10 <13>oct: y");
+    syslog_send_text(fd2, frame);
+    syslog_send_all(fd2, oct_msg, sizeof(oct_msg) - 1);
+    syslog_send_text(fd2, "5 <13>x"); /* two messages in one write: "<13>x" and "<13>oct: y" */
+    syslog_send_text(fd2, "10 <13>oct: y");
     close(fd2);
 
     if (!harness_wait_log(h, "is longer than max_record_bytes (4096)", 10000))
@@ -411,11 +357,11 @@ static void test_bad_frames(void **state)
     struct syslog_recs r;
     int g, b1, b2, b3;
 
-    start_with_stream(h, "[limits]\nmax_record_bytes = 4K\n");
-    g = connect_stream(h);
-    write_text(g, "<13>good: one\n");
+    syslog_stream_start(h, "[limits]\nmax_record_bytes = 4K\n");
+    g = syslog_stream_connect(h);
+    syslog_send_text(g, "<13>good: one\n");
 
-    b1 = connect_stream(h);
+    b1 = syslog_stream_connect(h);
     try_write_text(b1, "9 <13>bad: 012 <13>bad: lost"); /* a leading zero */
     if (!harness_wait_for(peer_closed, &b1, 10000))
         fail_msg("the connection with a malformed octet count was not closed");
@@ -425,7 +371,7 @@ static void test_bad_frames(void **state)
     if (!harness_wait_log(h, needle, 10000))
         fail_msg("the daemon's log never said: %s", needle);
 
-    b2 = connect_stream(h);
+    b2 = syslog_stream_connect(h);
     try_write_text(b2, "99999 <13>bad: too long");
     if (!harness_wait_for(peer_closed, &b2, 10000))
         fail_msg("the connection with an octet count over the limit was not closed");
@@ -433,13 +379,13 @@ static void test_bad_frames(void **state)
     if (!harness_wait_log(h, "sent an octet-counted message longer than max_record_bytes", 10000))
         fail_msg("the oversized octet count was not logged");
 
-    b3 = connect_stream(h);
-    write_text(b3, "30 <13>bad: cut short");
+    b3 = syslog_stream_connect(h);
+    syslog_send_text(b3, "30 <13>bad: cut short");
     close(b3);
     if (!harness_wait_log(h, "closed the connection inside an octet-counted message", 10000))
         fail_msg("the unfinished frame was not logged");
 
-    write_text(g, "<13>good: two\n");
+    syslog_send_text(g, "<13>good: two\n");
     assert_int_equal(syslog_status(h, "stream", "framing_errors"), 2);
     /* What followed the bad counts, and the 18 bytes of the frame of 30
      * that came. */
@@ -470,16 +416,16 @@ static void test_connections_and_idle(void **state)
     const struct syslog_rec *a, *b, *a2;
     int fa, fb;
 
-    start_with_stream(h, "[syslog]\nidle_timeout = 300ms\n");
-    fa = connect_stream(h);
-    fb = connect_stream(h);
-    write_text(fa, "<13>twin: from a\n");
-    write_text(fb, "<13>twin: from b\n");
+    syslog_stream_start(h, "[syslog]\nidle_timeout = 300ms\n");
+    fa = syslog_stream_connect(h);
+    fb = syslog_stream_connect(h);
+    syslog_send_text(fa, "<13>twin: from a\n");
+    syslog_send_text(fb, "<13>twin: from b\n");
     if (!syslog_wait_sealed(h, 2, 10000))
         fail_msg("the idle connections' shards were not sealed within 10 s");
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
     assert_int_equal(syslog_status(h, "stream", "connections"), 2);
-    write_text(fa, "<13>twin: a again\n");
+    syslog_send_text(fa, "<13>twin: a again\n");
     if (!syslog_wait_sealed(h, 3, 10000))
         fail_msg("the third shard was not sealed within 10 s");
     close(fa);
@@ -522,9 +468,9 @@ static void test_rotate(void **state)
     struct syslog_recs r;
     int fd;
 
-    start_with_stream(h, "[syslog]\nidle_timeout = 1h\n");
-    fd = connect_stream(h);
-    write_text(fd, "<13>rot: before\n");
+    syslog_stream_start(h, "[syslog]\nidle_timeout = 1h\n");
+    fd = syslog_stream_connect(h);
+    syslog_send_text(fd, "<13>rot: before\n");
     assert_true(harness_wait_for(has_records, &w, 10000));
     run = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, "--producer",
                              producer, NULL);
@@ -532,7 +478,7 @@ static void test_rotate(void **state)
     harness_run_free(&run);
     assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
-    write_text(fd, "<13>rot: after\n");
+    syslog_send_text(fd, "<13>rot: after\n");
     w.at_least = 2;
     assert_true(harness_wait_for(has_records, &w, 10000));
     run = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, NULL);
@@ -562,8 +508,8 @@ static void test_access_and_limits(void **state)
 
     snprintf(config, sizeof(config), "[access]\nallowed_uids = %u\n",
              (unsigned)getuid() + 4242);
-    start_with_stream(h, config);
-    fd = connect_stream(h);
+    syslog_stream_start(h, config);
+    fd = syslog_stream_connect(h);
     try_write_text(fd, "<13>outsider: let me in\n");
     if (!harness_wait_for(peer_closed, &fd, 10000))
         fail_msg("a uid outside allowed_uids was not refused");
@@ -576,12 +522,12 @@ static void test_access_and_limits(void **state)
     syslog_stop_clean(h);
     assert_int_equal(harness_count_files(h, "done", ".shard"), 0);
 
-    start_with_stream(h, "[limits]\nmax_producers_per_uid = 2\n");
-    f1 = connect_stream(h);
-    f2 = connect_stream(h);
-    write_text(f1, "<13>one: in\n");
-    write_text(f2, "<13>two: in\n");
-    f3 = connect_stream(h);
+    syslog_stream_start(h, "[limits]\nmax_producers_per_uid = 2\n");
+    f1 = syslog_stream_connect(h);
+    f2 = syslog_stream_connect(h);
+    syslog_send_text(f1, "<13>one: in\n");
+    syslog_send_text(f2, "<13>two: in\n");
+    f3 = syslog_stream_connect(h);
     try_write_text(f3, "<13>three: refused\n");
     if (!harness_wait_for(peer_closed, &f3, 10000))
         fail_msg("a third connection of a uid limited to 2 was not refused");
@@ -598,261 +544,6 @@ static void test_access_and_limits(void **state)
     }
 }
 
-/* Over memory_limit_bytes (writes stalled by fault injection, so the
- * shard's batch only grows) the connection is not read: its socket
- * buffers fill and a non-blocking writer gets EAGAIN, having handed over
- * about session_buffer_bytes. A daemon that kept reading would take it all. */
-static void test_backpressure(void **state)
-{
-    struct harness *h = *state;
-    size_t chunk = 64 * 1024, sent = 0, want = 64 * 1024 * 1024;
-    char *buf = malloc(chunk);
-    int fd;
-
-    assert_non_null(buf);
-    for (size_t i = 0; i < chunk; i++)
-        buf[i] = (i % 100 == 99) ? '\n' : 'x';
-    memcpy(buf, "<13>flood: ", 11);
-    setenv("LOGSHARD_FAULTS", "stall_writes", 1);
-    start_with_stream(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 128K\n"
-                         "max_frame_bytes = 128K\nmax_record_bytes = 64K\n");
-    unsetenv("LOGSHARD_FAULTS");
-    fd = connect_stream(h);
-    while (sent < want) {
-        struct pollfd p = { .fd = fd, .events = POLLOUT };
-        ssize_t n;
-
-        /* A reading daemon makes room within a second. */
-        if (poll(&p, 1, 1000) == 0)
-            break;
-        n = send(fd, buf, chunk, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        assert_true(n > 0);
-        sent += (size_t)n;
-    }
-    if (sent >= want)
-        fail_msg("%zu bytes were taken against memory_limit_bytes 1M: the daemon never "
-                 "stopped reading", sent);
-    if (!harness_wait_log(h, "the sender waits", 10000))
-        fail_msg("the pause was not logged");
-    assert_true(syslog_status(h, "stream", "pauses") >= 1);
-    harness_assert_running(h);
-    close(fd);
-    free(buf);
-    /* The writes never complete: the teardown kills the daemon. */
-}
-
-/* Busy connections with the tick's read budget forced down to 16 KiB
- * (LOGSHARD_FAULTS=small_read_turns): they take turns, and every message
- * of every connection is stored once, in the order it was sent. */
-static void test_turns(void **state)
-{
-    enum { CONNS = 6, LINES = 20000 };
-    struct harness *h = *state;
-    int fds[CONNS];
-    struct syslog_recs r;
-    size_t next[CONNS] = { 0 };
-
-    setenv("LOGSHARD_FAULTS", "small_read_turns", 1);
-    start_with_stream(h, NULL);
-    unsetenv("LOGSHARD_FAULTS");
-    for (int c = 0; c < CONNS; c++)
-        fds[c] = connect_stream(h);
-    /* Interleaved writes of 64 lines, so that every connection has more to
-     * send while the others are read. */
-    for (size_t i = 0; i < LINES; i += 64) {
-        for (int c = 0; c < CONNS; c++) {
-            char buf[64 * 48];
-            size_t len = 0;
-
-            for (size_t k = i; k < i + 64 && k < LINES; k++)
-                len += (size_t)snprintf(buf + len, sizeof(buf) - len,
-                                        "<13>turn%d: message %07zu\n", c, k);
-            write_all(fds[c], buf, len);
-        }
-    }
-    /* Megabytes went through socket buffers of a few hundred KiB, so the
-     * daemon read while they were written, 16 KiB a tick. */
-    assert_true(syslog_status(h, "", "read_turns") > 0);
-    for (int c = 0; c < CONNS; c++)
-        close(fds[c]);
-    syslog_stop_clean(h);
-    r = syslog_read_spool(h);
-    assert_int_equal(r.n, CONNS * LINES);
-    for (size_t i = 0; i < r.n; i++) {
-        int c;
-        size_t k;
-
-        if (sscanf(r.v[i].payload, "<13>turn%d: message %zu", &c, &k) != 2 || c < 0 ||
-            c >= CONNS)
-            fail_msg("a record nobody sent: %.*s", (int)r.v[i].len, r.v[i].payload);
-        if (k != next[c])
-            fail_msg("connection %d: message %zu where %zu was due (lost, twice or out of "
-                     "order)", c, k, next[c]);
-        next[c]++;
-    }
-    syslog_recs_free(&r);
-}
-
-/* The count of lines holding needle in what logctl cat prints of every
- * merged file and of done/. */
-static size_t count_everywhere(struct harness *h, const char *needle)
-{
-    char *merged_dir = harness_path(h->spool, "merged");
-    struct dirent **names = NULL;
-    int n = scandir(merged_dir, &names, NULL, alphasort);
-    size_t count = 0;
-
-    if (n < 0)
-        n = 0; /* nothing merged yet: done/ alone */
-
-    for (int i = 0; i <= n; i++) {
-        struct harness_run r;
-        char *path = NULL;
-
-        if (i < n && names[i]->d_name[0] == '.') {
-            free(names[i]);
-            continue;
-        }
-        if (i < n)
-            path = harness_path(merged_dir, names[i]->d_name);
-        r = i < n ? harness_run_logctl(h, "cat", path, NULL)
-                  : harness_run_logctl(h, "cat", "--spool", h->spool, NULL);
-        harness_expect_code(&r, 0, "logctl cat");
-        for (const char *p = r.out; p && (p = strstr(p, needle)); p++)
-            count++;
-        harness_run_free(&r);
-        free(path);
-        if (i < n)
-            free(names[i]);
-    }
-    free(names);
-    free(merged_dir);
-    return count;
-}
-
-/* Sends from *sent up to total bytes of buf without blocking, for as long
- * as the daemon takes them within a second of each other. */
-static void send_while_taken(int fd, const char *buf, size_t total, size_t *sent)
-{
-    while (*sent < total) {
-        struct pollfd p = { .fd = fd, .events = POLLOUT };
-        ssize_t n;
-
-        if (poll(&p, 1, 1000) == 0)
-            return;
-        n = send(fd, buf + *sent, total - *sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        assert_true(n > 0);
-        *sent += (size_t)n;
-    }
-}
-
-struct stored_wait {
-    struct harness *h;
-    const char *needle;
-    size_t want;
-};
-
-/* Whether want messages holding needle are sealed (rotate seals the active
- * shards first). */
-static bool stored(void *arg)
-{
-    struct stored_wait *w = arg;
-    struct harness_run r = harness_run_logctl(w->h, "rotate", "--admin-socket",
-                                              w->h->admin_sock, NULL);
-
-    harness_expect_code(&r, 0, "logctl rotate");
-    harness_run_free(&r);
-    return count_everywhere(w->h, w->needle) >= w->want;
-}
-
-/* Many connections each leave a message unfinished while the daemon is
- * over memory_limit_bytes. A paused connection keeps only the unfinished
- * message, not the receive buffer it was read into: 32 buffers of 64 KiB
- * would stay above the point where paused connections read again (three
- * quarters of the limit) for good, and the ends of the messages, sent
- * later, would never be read. */
-static void test_unfinished_messages_over_memory_limit(void **state)
-{
-    enum { CONNS = 32 };
-    struct harness *h = *state;
-    struct stored_wait w = { h, ": second", CONNS };
-    int fds[CONNS];
-
-    start_with_stream(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 128K\n"
-                         "max_frame_bytes = 128K\nmax_record_bytes = 64K\n");
-    for (int c = 0; c < CONNS; c++) {
-        char text[96];
-
-        fds[c] = connect_stream(h);
-        snprintf(text, sizeof(text), "<13>unf%02d: first\n<13>unf%02d: sec", c, c);
-        write_text(fds[c], text);
-    }
-    if (!harness_wait_log(h, "the sender waits", 10000))
-        fail_msg("no connection paused: %d receive buffers of 64 KiB did not go over "
-                 "memory_limit_bytes 1M", CONNS);
-    for (int c = 0; c < CONNS; c++) {
-        write_text(fds[c], "ond\n");
-        /* Open: the drain at the end reads every connection, paused or not,
-         * and would hide a connection that is never read again. */
-    }
-    if (!harness_wait_for(stored, &w, 20000))
-        fail_msg("%zu of %d second messages stored within 20 s: paused connections were "
-                 "never read again", count_everywhere(h, w.needle), CONNS);
-    assert_int_equal(count_everywhere(h, ": first"), CONNS);
-    harness_assert_running(h);
-    for (int c = 0; c < CONNS; c++)
-        close(fds[c]);
-    syslog_stop_clean(h);
-    assert_int_equal(count_everywhere(h, ": second"), CONNS);
-}
-
-/* A stream connection over its producer's quota (over_quota = wait) is
- * not read: the sender is held by its socket buffer, not dropped. Each
- * merge --delete frees room and it goes on; every message is stored once. */
-static void test_quota_waits(void **state)
-{
-    struct harness *h = *state;
-    const size_t messages = 100000;
-    size_t len = 0, sent = 0;
-    char *buf = malloc(messages * 40);
-    int fd;
-
-    assert_non_null(buf);
-    for (size_t i = 0; i < messages; i++)
-        len += (size_t)sprintf(buf + len, "<13>quotad: message %07zu\n", i);
-    start_with_stream(h, "[shard]\nmax_shard_bytes = 64K\n"
-                         "[producer_quotas]\nquotad.u* = 512K\n");
-    fd = connect_stream(h);
-    send_while_taken(fd, buf, len, &sent);
-    if (sent >= len)
-        fail_msg("all %zu bytes were taken against a quota of 512K", sent);
-    if (!harness_wait_log(h, "is at its quota", 10000))
-        fail_msg("the quota wait was not logged");
-    {
-        struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
-                                                  h->admin_sock, NULL);
-        harness_expect_code(&r, 0, "logctl status --json");
-        harness_expect_in(r.out, "\"producers_waiting\":1", "status shows the wait");
-        harness_run_free(&r);
-    }
-    for (int round = 0; round < 200 && sent < len; round++) {
-        struct harness_run r = harness_run_logctl(h, "merge", "--spool", h->spool, "--delete",
-                                                  NULL);
-        harness_expect_code(&r, 0, "logctl merge --delete");
-        harness_run_free(&r);
-        send_while_taken(fd, buf, len, &sent);
-    }
-    assert_int_equal(sent, len);
-    close(fd);
-    syslog_stop_clean(h);
-    assert_int_equal(count_everywhere(h, "quotad: message "), messages);
-    free(buf);
-}
-
 /* SIGTERM while peers are connected: what they wrote is stored, a last
  * line without its line end too, and the shards are sealed. */
 static void test_drain(void **state)
@@ -862,15 +553,15 @@ static void test_drain(void **state)
     struct syslog_recs r;
     int fds[4];
 
-    start_with_stream(h, NULL);
+    syslog_stream_start(h, NULL);
     for (int i = 0; i < 4; i++) {
-        fds[i] = connect_stream(h);
+        fds[i] = syslog_stream_connect(h);
         for (int j = 0; j < 100; j++) {
             char m[64];
             snprintf(m, sizeof(m), "<13>drain: connection %d message %d\n", i, j);
-            write_text(fds[i], m);
+            syslog_send_text(fds[i], m);
         }
-        write_text(fds[i], "<13>drain: no line end");
+        syslog_send_text(fds[i], "<13>drain: no line end");
     }
     syslog_stop_clean(h);
     for (int i = 0; i < 4; i++)
@@ -904,7 +595,7 @@ static void test_socket_activation(void **state)
 {
     struct harness *h = *state;
     char *sa = syslog_find_program("systemd-socket-activate");
-    char *path = stream_path(h);
+    char *path = syslog_stream_path(h);
     char *producer = syslog_producer_of("activated");
     char config[512], *l1 = NULL, *l2 = NULL;
     struct syslog_recs r;
@@ -955,11 +646,6 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_rotate, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_access_and_limits, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_backpressure, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_unfinished_messages_over_memory_limit, harness_setup,
-                                        harness_teardown),
-        cmocka_unit_test_setup_teardown(test_quota_waits, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_turns, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_drain, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, harness_teardown),
     };
