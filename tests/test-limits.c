@@ -418,10 +418,12 @@ static void test_unfinished_frames_over_memory_limit(void **state)
         harness_raw_send(fd[c], frame, len / 2);
     }
     /* 32 frames of 180 KB, all unfinished. The daemon reserves a whole
-     * frame for each start it reads; a connection paused before it read
-     * any holds nothing. Once 3 MiB is held against a limit of 1 MiB, the
-     * paused frames alone hold more than the first few to arrive give
-     * back when they finish. Only then does the rest come. */
+     * frame for each start it reads and stops reading new frames once it
+     * holds more than its limit; a connection paused before it read any
+     * holds nothing. How far past the limit it gets depends on how many
+     * starts one loop tick finds, so the wait is for the limit crossed
+     * with unfinished frames alone: none can give memory back until its
+     * rest comes, and only then does the rest come. */
     {
         int64_t deadline = now_ms() + 20000;
         uint64_t held = 0;
@@ -431,10 +433,10 @@ static void test_unfinished_frames_over_memory_limit(void **state)
 
             held = json_get_u64(st, "memory_bytes", 0);
             json_value_free(st);
-            if (held >= 3 * 1024 * 1024)
+            if (held > 1024 * 1024)
                 break;
         }
-        assert_true(held >= 3 * 1024 * 1024);
+        assert_true(held > 1024 * 1024);
     }
     for (unsigned c = 0; c < CONNS; c++) {
         len = encode_unfinished_frame(c, frame);
