@@ -348,41 +348,98 @@ void harness_assert_running(struct harness *h)
     fail_msg("logshardd exited with status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-int harness_run(const char *const *argv, const char *out_path, const char *err_path,
-                int timeout_ms)
+struct harness_child harness_child_start_fds(const char *const *argv, int out_fd, int err_fd)
 {
-    pid_t pid = fork();
-    int pidfd, status;
+    struct harness_child c;
 
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int out = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fflush(NULL); /* what the test printed so far, not again by the child */
+    c.pid = fork();
+    assert_true(c.pid >= 0);
+    if (c.pid == 0) {
         if (process_reset_signals() < 0)
             _exit(125);
-        if (out < 0 || dup2(out, 1) < 0)
+        if ((out_fd >= 0 && dup2(out_fd, 1) < 0) || (err_fd >= 0 && dup2(err_fd, 2) < 0))
             _exit(127);
-        if (err_path) {
-            int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (err < 0 || dup2(err, 2) < 0)
-                _exit(127);
-        }
         execv(argv[0], (char *const *)argv);
         /* Said, so that a failure of the program and a failure to start it
          * (a binary relinked at that moment, say) read differently. */
         dprintf(2, "harness: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
-    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    assert_true(pidfd >= 0);
-    status = wait_pid(pid, pidfd, timeout_ms);
+    c.pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
+    if (c.pidfd < 0) {
+        int e = errno;
+
+        kill(c.pid, SIGKILL);
+        (void)waitpid(c.pid, NULL, 0);
+        fail_msg("pidfd_open for %s: %s", argv[0], strerror(e));
+    }
+    return c;
+}
+
+static int open_output(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    if (fd < 0)
+        fail_msg("harness: cannot open %s: %s", path, strerror(errno));
+    return fd;
+}
+
+struct harness_child harness_child_start(const char *const *argv, const char *out_path,
+                                         const char *err_path)
+{
+    int out = out_path ? open_output(out_path) : -1;
+    int err = -1;
+    struct harness_child c;
+
+    if (err_path && out_path && strcmp(err_path, out_path) == 0)
+        err = out; /* one open file: neither overwrites the other */
+    else if (err_path)
+        err = open_output(err_path);
+    c = harness_child_start_fds(argv, out, err);
+
+    if (err >= 0 && err != out)
+        close(err);
+    if (out >= 0)
+        close(out);
+    return c;
+}
+
+int harness_child_wait(struct harness_child *c, int sig, int timeout_ms, const char *what)
+{
+    pid_t pid = c->pid;
+    int status;
+
+    assert_true(pid > 0 && c->pidfd >= 0);
+    if (sig)
+        assert_int_equal(kill(pid, sig), 0); /* not reaped yet: never ESRCH */
+    status = wait_pid(pid, c->pidfd, timeout_ms);
     if (status == -ETIMEDOUT) {
         kill(pid, SIGKILL);
-        (void)wait_pid(pid, pidfd, 5000);
-        close(pidfd);
-        fail_msg("%s did not finish within %d ms", argv[0], timeout_ms);
+        (void)wait_pid(pid, c->pidfd, 5000);
     }
-    close(pidfd);
+    close(c->pidfd);
+    c->pidfd = -1;
+    c->pid = -1;
+    if (status == -ETIMEDOUT) {
+        if (sig)
+            fail_msg("%s (pid %ld) did not exit within %d ms of signal %d (%s)", what, (long)pid,
+                     timeout_ms, sig, strsignal(sig));
+        fail_msg("%s (pid %ld) did not exit within %d ms", what, (long)pid, timeout_ms);
+    }
+    if (status < 0)
+        fail_msg("waitpid for %s (pid %ld): %s", what, (long)pid, strerror(-status));
     return status;
+}
+
+int harness_run(const char *const *argv, const char *out_path, const char *err_path,
+                int timeout_ms)
+{
+    struct harness_child c =
+        harness_child_start(argv, out_path ? out_path : "/dev/null", err_path);
+
+    return harness_child_wait(&c, 0, timeout_ms, argv[0]);
 }
 
 size_t harness_count_files(const struct harness *h, const char *sub, const char *suffix)

@@ -79,6 +79,40 @@ void harness_assert_running(struct harness *h);
 int harness_run(const char *const *argv, const char *out_path, const char *err_path,
                 int timeout_ms);
 
+/* ---- a program left running while the test works (harness_run's parts) ---- */
+
+/* A started program: its pid, and a pidfd that polls readable once it has
+ * exited, so a test can wait for it alongside other events. */
+struct harness_child {
+    pid_t pid;
+    int pidfd;
+};
+
+/* Starts argv[0] (execv, argv NULL-terminated) with default signal
+ * dispositions and an empty mask (process_reset_signals), stdout to
+ * out_path and stderr to err_path, each created or truncated before this
+ * returns, so the test can read them at once; NULL keeps the test's own,
+ * and err_path equal to out_path puts both in that file (opened once, so
+ * neither overwrites the other). When the exec fails the child says
+ * "harness: cannot run ..." on its stderr and exits 127 (125 when the
+ * signals cannot be reset). Fails the test when a file cannot be opened,
+ * or the fork or pidfd_open fails. */
+struct harness_child harness_child_start(const char *const *argv, const char *out_path,
+                                         const char *err_path);
+
+/* The same with descriptors the caller owns (a pipe's write end, say):
+ * out_fd becomes the child's stdout and err_fd its stderr, -1 keeping the
+ * test's own. The caller closes them after; they should be O_CLOEXEC, or
+ * the child keeps a second copy open. */
+struct harness_child harness_child_start_fds(const char *const *argv, int out_fd, int err_fd);
+
+/* Sends sig to the child unless sig is 0, then waits up to timeout_ms for
+ * it to exit (it may have already) and returns its wait status. On timeout
+ * it kills the child with SIGKILL, reaps it and fails the test, naming
+ * what (e.g. "logctl prune") and the pid: so the child never outlives the
+ * call. Closes the pidfd; c's pid and pidfd are -1 after. */
+int harness_child_wait(struct harness_child *c, int sig, int timeout_ms, const char *what);
+
 /* ---- running logctl ---- */
 
 struct harness_run {

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -420,8 +419,7 @@ static void test_cat_filters(void **state)
 /* ---- cat --follow ---- */
 
 struct child {
-    pid_t pid;
-    int pidfd;
+    struct harness_child proc;
     int out; /* read end of its stdout */
     char *buf;
     size_t len;
@@ -432,19 +430,10 @@ static void child_start(struct child *c, const char *const *argv)
     int p[2];
 
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-    c->pid = fork();
-    assert_true(c->pid >= 0);
-    if (c->pid == 0) {
-        if (process_reset_signals() < 0 || dup2(p[1], 1) < 0)
-            _exit(127);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
+    c->proc = harness_child_start_fds(argv, p[1], -1);
     close(p[1]);
-    live_child = c->pid;
+    live_child = c->proc.pid;
     c->out = p[0];
-    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-    assert_true(c->pidfd >= 0);
     c->buf = NULL;
     c->len = 0;
 }
@@ -486,20 +475,15 @@ static void child_expect(struct child *c, const char *needle, int timeout_ms)
 
 static int child_stop(struct child *c, int sig)
 {
-    struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
     int status;
 
-    assert_int_equal(kill(c->pid, sig), 0);
-    if (poll(&p, 1, 10000) != 1) {
-        kill(c->pid, SIGKILL);
-        fail_msg("the child did not exit within 10 s of signal %d", sig);
-    }
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+    /* Reaped by harness_child_wait even when it fails the test: nothing
+     * left for teardown to end. */
     live_child = -1;
+    status = harness_child_wait(&c->proc, sig, 10000, "logctl cat --follow");
     while (child_read(c, 0))
         ;
     close(c->out);
-    close(c->pidfd);
     return status;
 }
 

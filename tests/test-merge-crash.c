@@ -37,7 +37,6 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,55 +179,22 @@ static bool spool_has(const struct world *w, const char *name)
 
 /* ---- running and killing logctl ---- */
 
-struct child {
-    pid_t pid;
-    int pidfd;
-};
-
-static struct child spawn_merge(const struct world *w, const char *out_path)
+static struct harness_child spawn_merge(const struct world *w, const char *out_path)
 {
     const char *argv[] = { harness_logctl(), "merge", "--spool", w->h.spool, "--delete", NULL };
-    struct child c;
 
-    fflush(NULL);
-    c.pid = fork();
-    assert_true(c.pid >= 0);
-    if (c.pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || process_reset_signals() < 0)
-            _exit(127);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    c.pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
-    assert_true(c.pidfd >= 0);
-    return c;
+    return harness_child_start(argv, out_path, out_path);
 }
 
-/* Waits until the child has exited (it may already have) and returns its
- * wait status. */
-static int reap(struct child *c)
+/* Sends sig unless 0, waits until the child has exited (it may already
+ * have) and returns its wait status. */
+static int reap(struct harness_child *c, int sig)
 {
-    struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
-    int status, r;
-
-    do
-        r = poll(&p, 1, RUN_TIMEOUT_MS);
-    while (r < 0 && errno == EINTR);
-    if (r == 0) {
-        (void)kill(c->pid, SIGKILL);
-        fail_msg("logctl merge (pid %ld) did not end within %d ms", (long)c->pid,
-                 RUN_TIMEOUT_MS);
-    }
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-    assert_int_equal(close(c->pidfd), 0);
-    c->pidfd = -1;
-    return status;
+    return harness_child_wait(c, sig, RUN_TIMEOUT_MS, "logctl merge");
 }
 
 /* Waits up to ns nanoseconds; returns true when the child exited first. */
-static bool wait_ns(const struct child *c, uint64_t ns)
+static bool wait_ns(const struct harness_child *c, uint64_t ns)
 {
     struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
                            .tv_nsec = (long)(ns % 1000000000u) };
@@ -266,7 +232,8 @@ static void drain(const struct watch *wt)
 
 /* Waits for the event of the trigger (counting deletions for
  * TRIGGER_DELETED). Returns false when the child exited first. */
-static bool wait_event(const struct watch *wt, const struct child *c, enum trigger t, size_t k)
+static bool wait_event(const struct watch *wt, const struct harness_child *c, enum trigger t,
+                       size_t k)
 {
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     uint64_t deadline = now_monotonic_ns() + (uint64_t)RUN_TIMEOUT_MS * 1000000u;
@@ -513,7 +480,7 @@ static void test_merge_killed_at_random(void **state)
         enum trigger t = (enum trigger)(round % 4);
         uint64_t delay_ns = 0;
         size_t k = 0;
-        struct child c;
+        struct harness_child c;
         bool exited = false;
         enum phase ph;
         int status;
@@ -554,9 +521,7 @@ static void test_merge_killed_at_random(void **state)
             exited = !wait_event(&wt, &c, t, k);
         if (!exited && delay_ns)
             exited = wait_ns(&c, delay_ns);
-        if (!exited)
-            assert_int_equal(kill(c.pid, SIGKILL), 0);
-        status = reap(&c);
+        status = reap(&c, exited ? 0 : SIGKILL);
         if (exited || !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
             /* It beat the kill: then it must have succeeded. */
             assert_true(WIFEXITED(status));
@@ -570,12 +535,13 @@ static void test_merge_killed_at_random(void **state)
 
         /* Every fourth round, the merge that recovers is killed too. */
         if (round % 4 == 3 && ph != PHASE_DONE_BEFORE_KILL) {
+            bool ended;
+
             c = spawn_merge(&w, out_killed);
-            if (!wait_ns(&c, rnd_range(0, 3000) * 1000u)) {
-                assert_int_equal(kill(c.pid, SIGKILL), 0);
+            ended = wait_ns(&c, rnd_range(0, 3000) * 1000u);
+            if (!ended)
                 recovery_kills++;
-            }
-            (void)reap(&c);
+            (void)reap(&c, ended ? 0 : SIGKILL);
         }
 
         /* Run again, to the end. */

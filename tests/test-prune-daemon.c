@@ -29,7 +29,6 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -354,49 +353,12 @@ static void test_shipped_with_daemon(void **state)
 
 /* ---- killed at random moments, run again ---- */
 
-struct child {
-    pid_t pid;
-    int pidfd;
-};
-
-static struct child spawn_prune(struct world *w, const char *out_path)
+static struct harness_child spawn_prune(struct world *w, const char *out_path)
 {
     const char *argv[] = { harness_logctl(), "prune", "--config", w->h.config, "--spool",
                            w->h.spool, NULL };
-    struct child c;
 
-    fflush(NULL);
-    c.pid = fork();
-    assert_true(c.pid >= 0);
-    if (c.pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || process_reset_signals() < 0)
-            _exit(127);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    c.pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
-    assert_true(c.pidfd >= 0);
-    return c;
-}
-
-static int reap(struct child *c)
-{
-    struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
-    int status, r;
-
-    do
-        r = poll(&p, 1, RUN_TIMEOUT_MS);
-    while (r < 0 && errno == EINTR);
-    if (r == 0) {
-        (void)kill(c->pid, SIGKILL);
-        fail_msg("logctl prune (pid %ld) did not end within %d ms", (long)c->pid,
-                 RUN_TIMEOUT_MS);
-    }
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-    close(c->pidfd);
-    return status;
+    return harness_child_start(argv, out_path, out_path);
 }
 
 enum trigger {
@@ -415,7 +377,7 @@ struct watch {
 };
 
 /* Waits for the trigger's event; false when the child exited first. */
-static bool wait_trigger(const struct watch *wt, const struct child *c, enum trigger t,
+static bool wait_trigger(const struct watch *wt, const struct harness_child *c, enum trigger t,
                          size_t k)
 {
     int ifd = wt->fd;
@@ -607,7 +569,7 @@ static void test_kill_rounds(void **state)
         /* Each round removes 8 merged files and 8 shards. */
         size_t k_del = 1 + harness_rng_next() % 8;
         uint64_t delay = harness_rng_next() % 8000000u;
-        struct child c;
+        struct harness_child c;
         bool exited = false;
         char when[64];
         int status;
@@ -628,8 +590,7 @@ static void test_kill_rounds(void **state)
         } else {
             exited = !wait_trigger(&wt, &c, t, k_del);
         }
-        (void)kill(c.pid, SIGKILL);
-        status = reap(&c);
+        status = harness_child_wait(&c, SIGKILL, RUN_TIMEOUT_MS, "logctl prune");
         if (WIFEXITED(status)) {
             finished_first++;
             if (WEXITSTATUS(status) != 0) {

@@ -22,9 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -365,8 +363,7 @@ static void test_fifos(void **state)
 /* ---- cat --follow ---- */
 
 struct child {
-    pid_t pid;
-    int pidfd;
+    struct harness_child proc;
     char *out_path, *err_path;
 };
 
@@ -374,23 +371,8 @@ static void child_start(struct harness *h, struct child *c, const char *const *a
 {
     c->out_path = harness_path(h->dir, "follow.out");
     c->err_path = harness_path(h->dir, "follow.err");
-    /* There before the child runs, so waiting on them can read them. */
-    write_file(c->out_path, "", 0);
-    write_file(c->err_path, "", 0);
-    c->pid = fork();
-    assert_true(c->pid >= 0);
-    if (c->pid == 0) {
-        int out = open(c->out_path, O_WRONLY);
-        int err = open(c->err_path, O_WRONLY);
-
-        if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
-            process_reset_signals() < 0)
-            _exit(127);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-    assert_true(c->pidfd >= 0);
+    /* Both are there when this returns, so waiting on them can read them. */
+    c->proc = harness_child_start(argv, c->out_path, c->err_path);
 }
 
 struct seen {
@@ -419,21 +401,6 @@ static void child_expect(struct child *c, bool err, const char *needle)
         fail_msg("cat --follow: \"%s\" did not appear on %s within 10 s\nstdout: %s\nstderr: %s",
                  needle, err ? "stderr" : "stdout", o, e);
     }
-}
-
-static int child_stop(struct child *c)
-{
-    struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
-    int status;
-
-    assert_int_equal(kill(c->pid, SIGTERM), 0);
-    if (poll(&p, 1, 10000) != 1) {
-        kill(c->pid, SIGKILL);
-        fail_msg("cat --follow did not exit within 10 s of SIGTERM");
-    }
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-    close(c->pidfd);
-    return status;
 }
 
 static void test_follow_past_damage(void **state)
@@ -500,7 +467,7 @@ static void test_follow_past_damage(void **state)
     write_file(next, b.p, b.len);
     child_expect(&c, false, "dmg next\n");
 
-    status = child_stop(&c);
+    status = harness_child_wait(&c.proc, SIGTERM, 10000, "cat --follow");
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 1); /* damage was found */
     out = harness_slurp(c.out_path, &len);
