@@ -160,6 +160,8 @@ struct daemon {
     struct shard_subscriber sessions_on_shards;  /* session.c's */
     struct shard_subscriber lifecycle_on_shards; /* lifecycle.c's */
     struct list_node dirty_shards; /* shards with records waiting to be written */
+    struct list_node shards_to_create; /* shards whose file is not yet asked for */
+    unsigned shard_creates_inflight;   /* creates of the chain on the ring */
     uint64_t next_session_id;
 
     uv_signal_t sigterm, sigint, sighup;

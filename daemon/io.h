@@ -25,6 +25,13 @@ enum io_op {
                      never replaces an existing file (-EEXIST) */
     IO_SYNCFS,    /* syncfs(fd): io_uring has no such operation, so both backends run
                      it on libuv's thread pool; never linked, nor linked to */
+    IO_CREATE,    /* a new file oldpath in the directory fd, mode 0640, opened for
+                     writing: O_CREAT|O_EXCL, never an existing file (-EEXIST), and
+                     through openat2(2) RESOLVE_BENEATH without symlinks where the kernel
+                     has it (O_NOFOLLOW where not). The result is the new descriptor,
+                     which the caller owns. Linked only to IO_CREATE: a chain of
+                     creates runs one after the other, each whatever the one
+                     before it returned (a failed create cancels nothing) */
 };
 
 struct io_req;

@@ -473,6 +473,7 @@ int main(int argc, char **argv)
     list_init(&d.sessions_on_shards.node);
     list_init(&d.lifecycle_on_shards.node);
     list_init(&d.dirty_shards);
+    list_init(&d.shards_to_create);
     if (load_settings(&d.config, &d.args, err, sizeof(err)) < 0) {
         log_error("%s", err);
         return EXIT_USAGE;

@@ -317,6 +317,14 @@ void seal_start(struct shard *s)
 
     assert(seal->state == SEAL_IDLE);
     seal->state = SEAL_RUNNING;
+    if (s->fd < 0) {
+        /* Its file could not be created (shard.h): there is nothing to
+         * seal or remove, and none of its records was acknowledged. */
+        seal->discarded = true;
+        seal->discard_why = "its file could not be created";
+        finish_later(s, 0, NULL);
+        return;
+    }
     if (s->sync_error && !shard_syncs_each_write(s)) {
         log_error("active/%s: an fdatasync failed after records were acknowledged; "
                   "moving it to quarantine/ rather than vouch for it",

@@ -123,7 +123,12 @@ static void on_shard_failed(void *owner, struct shard *sh, int err)
     struct session *s = owner;
 
     session_ack_cap(s, sh);
-    if (sh->sync_error)
+    if (sh->create_error)
+        session_fail(s, (uint32_t)-err,
+                     "cannot create shard active/%s in %s: %s; records after the last "
+                     "acknowledged one were not kept",
+                     shard_display_name(sh), s->d->config.spool, strerror(-err));
+    else if (sh->sync_error)
         session_fail(s, (uint32_t)-err,
                      "%s of shard active/%s failed: %s; records after the last "
                      "acknowledged one were not kept",

@@ -9,8 +9,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,24 +134,6 @@ static uint64_t next_shard_id(struct daemon *d)
     return id;
 }
 
-/* Creates name in dirfd and nowhere else: RESOLVE_BENEATH and no symlinks
- * where openat2(2) exists, O_NOFOLLOW where it does not. Names are checked
- * against the producer name rule before they get here; this is the second
- * line of defence. Returns the descriptor, or -1 with errno set. */
-static int open_beneath(int dirfd, const char *name)
-{
-    struct open_how how = {
-        .flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-        .mode = 0640,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
-
-    if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
-        return (int)fd;
-    return openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
-}
-
 static void shard_free(struct shard *s)
 {
     if (!s)
@@ -174,11 +154,108 @@ static void shard_free(struct shard *s)
     free(s);
 }
 
+/* Picks the shard's id and the two names that go with it. */
+static int name_shard(struct shard *s)
+{
+    size_t len = strlen(s->producer);
+    int r;
+
+    s->id = next_shard_id(s->d);
+    free(s->tmp_name);
+    free(s->done_name);
+    s->tmp_name = NULL;
+    s->done_name = NULL;
+    r = spool_name_new(SPOOL_TMP, s->producer, len, s->id, &s->tmp_name);
+    if (r == 0)
+        r = spool_name_new(SPOOL_SHARD, s->producer, len, s->id, &s->done_name);
+    return r;
+}
+
+/* Encodes the header at the start of the filling batch: when the shard
+ * opens, and again in place, the same length with another id, when its
+ * first name was taken. */
+static int encode_header(struct shard *s)
+{
+    struct shard_header h;
+    int r;
+
+    memset(&h, 0, sizeof(h));
+    h.version = SHARD_FORMAT_VERSION_STREAM;
+    if (s->has_stream) {
+        memcpy(h.stream_id, s->stream_id, SHARD_STREAM_ID_SIZE);
+        h.first_position = s->first_position;
+    }
+    h.source = s->source; /* not the client's: version 4 (shard_header_write_version) */
+    h.uid = s->uid;
+    h.gid = s->gid;
+    h.pid = s->pid;
+    h.shard_id = s->id;
+    h.created_ns = s->created_ns;
+    h.producer_len = strlen(s->producer);
+    memcpy(h.producer, s->producer, h.producer_len);
+    if (s->header_len == 0) {
+        r = batch_reserve(s->d, &s->filling,
+                          shard_header_size_v(shard_header_write_version(&h), h.producer_len));
+        if (r < 0)
+            return r;
+        s->filling.len = shard_encode_header(s->filling.buf, &h);
+        s->header_len = (uint32_t)s->filling.len;
+    } else {
+        size_t len = shard_encode_header(s->filling.buf, &h);
+
+        assert(len == s->header_len);
+        (void)len;
+    }
+    return 0;
+}
+
+static void on_created(struct io_req *req, int res);
+
+/* Files are created on the ring, off the loop: creating a file can take a
+ * while (ext4 without a journal, for one, looks past every inode deleted in
+ * the last minute), and the loop keeps serving every other producer
+ * meanwhile. Records wait in the filling batch until the file is there.
+ * Creates in one directory take its lock one at a time in the kernel, so
+ * several in flight would only wait (or spin) for each other: the shards
+ * that want a file are created by one chain at a time, up to
+ * CREATE_CHAIN_MAX of them, one after the other on one worker; those that
+ * come meanwhile go with the next chain. */
+#define CREATE_CHAIN_MAX 32u
+
+static void queue_create(struct shard *s)
+{
+    s->creating = true;
+    list_add_tail(&s->d->shards_to_create, &s->create_node);
+    io_want_submit(s->d->io);
+}
+
+static void submit_creates(struct daemon *d)
+{
+    struct shard *s;
+
+    while (d->shard_creates_inflight < CREATE_CHAIN_MAX && !list_empty(&d->shards_to_create)) {
+        struct io_req *req;
+
+        s = list_entry(d->shards_to_create.next, struct shard, create_node);
+        list_del(&s->create_node);
+        req = &s->create_req;
+        memset(req, 0, sizeof(*req));
+        req->op = IO_CREATE;
+        req->fd = d->active_fd;
+        req->oldpath = s->tmp_name;
+        req->cb = on_created;
+        req->data = s;
+        req->link = d->shard_creates_inflight + 1 < CREATE_CHAIN_MAX &&
+                    !list_empty(&d->shards_to_create);
+        d->shard_creates_inflight++;
+        io_queue(d->io, req);
+    }
+}
+
 int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
                const struct shard_events *events, struct shard **ret)
 {
     struct shard *s = calloc(1, sizeof(*s));
-    struct shard_header h;
     int r;
 
     if (!s)
@@ -197,57 +274,27 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     s->events = events;
     list_init(&s->node);
     list_init(&s->dirty_node);
+    list_init(&s->create_node);
 
-    /* O_EXCL makes a name clash an error instead of an overwrite; the next
-     * id is tried then. */
-    for (int attempt = 0;; attempt++) {
-        s->id = next_shard_id(d);
-        free(s->tmp_name);
-        free(s->done_name);
-        s->tmp_name = NULL;
-        s->done_name = NULL;
-        r = spool_name_new(SPOOL_TMP, ident->producer, ident->producer_len, s->id, &s->tmp_name);
-        if (r == 0)
-            r = spool_name_new(SPOOL_SHARD, ident->producer, ident->producer_len, s->id,
-                               &s->done_name);
-        if (r < 0)
-            goto fail;
-        s->fd = open_beneath(d->active_fd, s->tmp_name);
-        if (s->fd >= 0)
-            break;
-        if (errno != EEXIST || attempt >= 16) {
-            r = -errno;
-            goto fail;
-        }
-    }
-
-    memset(&h, 0, sizeof(h));
-    h.version = SHARD_FORMAT_VERSION_STREAM;
-    if (ident->stream_id) {
-        memcpy(h.stream_id, ident->stream_id, SHARD_STREAM_ID_SIZE);
-        h.first_position = ident->first_position;
-    }
-    h.source = ident->source; /* not the client's: version 4 (shard_header_write_version) */
-    s->source = ident->source;
-    h.uid = ident->uid;
-    h.gid = ident->gid;
-    h.pid = ident->pid;
-    h.shard_id = s->id;
-    h.created_ns = now_realtime_ns();
     memcpy(s->producer, ident->producer, ident->producer_len);
     s->producer[ident->producer_len] = '\0';
     s->uid = ident->uid;
     s->gid = ident->gid;
     s->pid = ident->pid;
-    s->created_ns = h.created_ns;
-    h.producer_len = ident->producer_len;
-    memcpy(h.producer, ident->producer, ident->producer_len);
-    r = batch_reserve(d, &s->filling,
-                      shard_header_size_v(shard_header_write_version(&h), h.producer_len));
-    if (r < 0)
-        goto fail;
-    s->filling.len = shard_encode_header(s->filling.buf, &h);
-    s->header_len = (uint32_t)s->filling.len;
+    s->source = ident->source;
+    s->created_ns = now_realtime_ns();
+    if (ident->stream_id) {
+        memcpy(s->stream_id, ident->stream_id, SHARD_STREAM_ID_SIZE);
+        s->first_position = ident->first_position;
+        s->has_stream = true;
+    }
+    r = name_shard(s);
+    if (r == 0)
+        r = encode_header(s);
+    if (r < 0) {
+        shard_free(s);
+        return r;
+    }
     /* A shard that is retired but still writing (or syncing) may yet fail
      * and lose its tail; until it has settled, this one's records would
      * follow a gap should it fail, so they wait. */
@@ -265,22 +312,11 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     s->sync = ident->sync;
     list_add_tail(&d->shards, &s->node);
     d->stats.shards_opened++;
-    mark_dirty(s);
-    if (ident->stream_id) {
-        memcpy(s->stream_id, ident->stream_id, SHARD_STREAM_ID_SIZE);
-        s->first_position = ident->first_position;
-        s->has_stream = true;
+    if (s->has_stream)
         streams_shard_opened(d, s->stream_id);
-    }
+    queue_create(s);
     *ret = s;
     return 0;
-
-fail:
-    if (s->fd >= 0) {
-        (void)unlinkat(d->active_fd, s->tmp_name, 0); /* empty and ours */
-    }
-    shard_free(s);
-    return r;
 }
 
 /* The one way a record enters the filling batch. Credentials make it
@@ -400,7 +436,7 @@ uint64_t shard_buffer_bytes(const struct shard *s)
 
 bool shard_settled(const struct shard *s)
 {
-    return !s->write_busy && !s->sync_busy && !s->sync_wanted && s->filling.len == 0;
+    return !s->creating && !s->write_busy && !s->sync_busy && !s->sync_wanted && s->filling.len == 0;
 }
 
 const char *shard_display_name(const struct shard *s)
@@ -554,6 +590,65 @@ static void fail_shard(struct shard *s, int err)
     report(s, REPORT_FAILED, err);
 }
 
+/* The file could not be created: the shard keeps nothing, and none of its
+ * records was acknowledged. A shard held behind an earlier one of its
+ * stream leaves that chain now; it will never write anything. */
+static void create_failed(struct shard *s, int err)
+{
+    struct daemon *d = s->d;
+
+    if (s->stream_prev) {
+        s->stream_prev->stream_next = NULL;
+        s->stream_prev = NULL;
+        s->held = false;
+    }
+    if (s->error)
+        return; /* cut for its stream already: said then */
+    s->create_error = err;
+    s->error = err;
+    d->stats.io_errors++;
+    log_error("cannot create active/%s for producer %s: %s; its %" PRIu64 " records are "
+              "refused",
+              s->tmp_name, s->producer, strerror(-err), s->records_queued);
+    notify_set_error(d, "cannot create active/%s: %s", s->tmp_name, strerror(-err));
+    s->records_queued = 0;
+    s->size_queued = 0;
+    batch_release(d, &s->inflight);
+    batch_release(d, &s->filling);
+    report(s, REPORT_FAILED, err);
+}
+
+static void on_created(struct io_req *req, int res)
+{
+    struct shard *s = req->data;
+
+    assert(s->creating && s->state != SHARD_SEALING);
+    assert(s->d->shard_creates_inflight > 0);
+    if (--s->d->shard_creates_inflight == 0 && !list_empty(&s->d->shards_to_create))
+        io_want_submit(s->d->io);
+    /* O_EXCL makes a name clash an error instead of an overwrite; the next
+     * id is tried then, with the header saying the same. */
+    if (res == -EEXIST && !s->error && ++s->create_attempts <= 16) {
+        int r = name_shard(s);
+
+        if (r == 0) {
+            (void)encode_header(s);
+            queue_create(s);
+            return;
+        }
+        res = r;
+    }
+    s->creating = false;
+    if (res >= 0) {
+        s->fd = res;
+        if (s->filling.len > 0 && !s->error && !s->held)
+            mark_dirty(s);
+    } else {
+        create_failed(s, res);
+    }
+    maybe_start_seal(s);
+}
+
 static void on_write(struct io_req *req, int res)
 {
     struct shard *s = req->data;
@@ -692,14 +787,20 @@ void shard_write_dirty(void *data)
     struct daemon *d = data;
     struct list_node *n, *tmp;
 
+    /* The next chain of creates, once the one before it has ended. */
+    if (d->shard_creates_inflight == 0)
+        submit_creates(d);
+
     list_for_each_safe(n, tmp, &d->dirty_shards) {
         struct shard *s = list_entry(n, struct shard, dirty_node);
 
         if (s->write_busy || s->sync_busy || s->sync_wanted)
             continue; /* its completion marks it dirty again */
         list_del(&s->dirty_node);
-        if (s->filling.len > 0 && !s->error && !s->held)
-            start_write(s); /* a held one is marked dirty again when released */
+        /* A held one is marked dirty again when released, one being
+         * created once its file is there. */
+        if (s->filling.len > 0 && !s->error && !s->held && !s->creating)
+            start_write(s);
     }
 }
 
@@ -725,7 +826,10 @@ void shard_sealed(struct shard *s, int err)
     switch (where) {
     case SEAL_REMOVED:
         /* The error that cut the shard short was reported to its producer
-         * and logged when it happened; this says where the file went. */
+         * and logged when it happened; this says where the file went. A
+         * file never created has nowhere to go. */
+        if (s->fd < 0)
+            break;
         log_warning("removed active/%s of producer %s instead of sealing it: %s (%s), so it "
                     "holds no record; nothing of it goes to done/",
                     s->tmp_name, s->producer, seal_discard_why(&s->seal),

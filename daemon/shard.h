@@ -105,7 +105,12 @@ struct shard {
     uint32_t header_len; /* bytes of the header at the start of the file */
     char *tmp_name;  /* relative to d->active_fd */
     char *done_name; /* relative to d->done_fd */
-    int fd;
+    int fd;          /* -1 until the file is created, and for good if that failed */
+    struct io_req create_req;
+    struct list_node create_node; /* d->shards_to_create until its create is queued */
+    bool creating;        /* the create is on the ring: nothing is written meanwhile */
+    unsigned create_attempts; /* names already taken (EEXIST), of 16 tried */
+    int create_error;     /* the file could not be created: negative errno, else 0 */
     uint64_t created_mono_ns;
     enum shard_sync sync;
 
@@ -158,7 +163,9 @@ struct shard {
     struct seal seal; /* seal.c's */
 };
 
-/* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL) and queues its
+/* Creates <producer>.<id>.tmp in active/ (O_CREAT|O_EXCL, on the I/O ring:
+ * records taken meanwhile wait in memory; a failed create is reported like
+ * a failed write, with create_error set) and queues its
  * header (format version 3, with the ident's stream and first position;
  * version 4 with the ident's source when that is not a client).
  * When ident->after is a shard of the same stream that is still writing,
@@ -226,7 +233,8 @@ void shard_detach(struct shard *s);
  * sealing starts. */
 void shard_seal(struct shard *s);
 
-/* The before-submit hook: queues a write for every dirty shard. */
+/* The before-submit hook: queues the next chain of file creates (when the
+ * one before it has ended) and a write for every dirty shard. */
 void shard_write_dirty(void *daemon);
 
 /* For SHARD_SYNC_INTERVAL shards: queues an fdatasync for every one whose

@@ -1,5 +1,6 @@
 /* A full disk, for real: the spool on a small tmpfs and on a small ext4
- * loop device, filled to the last block while producers connect. Checked
+ * loop device, filled to the last block while producers connect, and a
+ * tmpfs with no inode left for a new shard's file. Checked
  * each time: a producer whose shard cannot be written gets an ENOSPC error
  * frame, the daemon stays up and serves the others, nothing invalid ever
  * lands in done/ (logctl verify --spool passes at every step), and once
@@ -390,6 +391,125 @@ static void test_full_ext4(void **state)
     run_full_disk(*state, true);
 }
 
+/* No inode left: the file of a new producer's shard cannot be created. The
+ * producer gets an ERROR frame that names the file and the cause, nothing
+ * of it is left in the spool, and a producer whose shard exists carries on
+ * meanwhile, acknowledged as before. Once an inode is free, a new producer
+ * is served in full. */
+static void test_full_inodes(void **state)
+{
+    struct harness *h = *state;
+    const char *extra[] = { "--fsync", "batch", NULL };
+    logshard_opts early_opts = { .producer = "early" };
+    char names[MAX_PRODUCERS][32];
+    uint64_t acked[MAX_PRODUCERS] = { 0 };
+    struct ack_board board;
+    logshard *early = NULL;
+    char rec[512], msg[WIRE_ERROR_MESSAGE_MAX + 1], *fillers, *path, *text;
+    unsigned n = 0, filled = 0;
+    size_t len;
+    int fd;
+
+    fs_state.mnt = harness_path(h->dir, "small");
+    assert_int_equal(mkdir(fs_state.mnt, 0755), 0);
+    assert_int_equal(mount("tmpfs", fs_state.mnt, "tmpfs", 0, "size=4m,nr_inodes=64"), 0);
+    fs_state.mounted = true;
+    free(h->spool);
+    h->spool = harness_path(fs_state.mnt, "spool");
+    harness_start(h, extra);
+    board_open(&board, h);
+
+    early_opts.socket_path = h->sock;
+    assert_int_equal(logshard_connect(&early, &early_opts), 0);
+    for (uint64_t i = 0; i < 20; i++) {
+        len = harness_make_record(rec, sizeof(rec), "early", i, 100);
+        assert_int_equal(logshard_append(early, rec, len), 0);
+    }
+    assert_int_equal(logshard_flush(early, 10000), 0);
+    snprintf(names[n], sizeof(names[n]), "early");
+    acked[n++] = 20;
+
+    /* Every inode left goes to empty files. */
+    fillers = harness_path(fs_state.mnt, "fillers");
+    assert_int_equal(mkdir(fillers, 0755), 0);
+    for (;; filled++) {
+        if (asprintf(&path, "%s/%u", fillers, filled) < 0)
+            fail_msg("out of memory");
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        free(path);
+        if (fd < 0) {
+            assert_int_equal(errno, ENOSPC);
+            break;
+        }
+        close(fd);
+    }
+    assert_true(filled > 0);
+
+    /* The raw protocol: the ERROR frame itself. */
+    {
+        static const char *const recs[] = { "raw 0", "raw 1", "raw 2" };
+        unsigned char frame[256];
+        uint64_t raw_acked = UINT64_MAX;
+        int raw = harness_raw_connect(h->sock);
+        uint32_t code;
+
+        harness_raw_hello(raw, "noinode");
+        harness_raw_send(raw, frame, harness_encode_append(frame, recs, 3));
+        code = harness_raw_read_until_error(raw, msg, sizeof(msg), &raw_acked);
+        assert_int_equal(code, ENOSPC);
+        if (!strstr(msg, "cannot create shard active/noinode.") ||
+            !strstr(msg, "No space left on device"))
+            fail_msg("the ERROR frame does not name the shard and the cause: %s", msg);
+        assert_true(raw_acked == UINT64_MAX || raw_acked == 0);
+        close(raw);
+    }
+    /* Through the library: the call that waits for the records fails. */
+    snprintf(names[n], sizeof(names[n]), "noinode-lib");
+    assert_int_equal(reap(spawn(h->sock, names[n], n, board.fd, 50, 200, 10)), 10 + ENOSPC);
+    acked[n] = board_get(&board, n);
+    assert_int_equal(acked[n], 0);
+    n++;
+    assert_true(harness_wait_log(h, "cannot create active/noinode.", 10000));
+    assert_alive(h);
+    assert_int_equal(count_prefixed(h, "active", "noinode"), 0);
+    assert_int_equal(count_prefixed(h, "done", "noinode"), 0);
+
+    /* The producer whose shard is there was never in the way. */
+    for (uint64_t i = 20; i < 40; i++) {
+        len = harness_make_record(rec, sizeof(rec), "early", i, 100);
+        assert_int_equal(logshard_append(early, rec, len), 0);
+    }
+    assert_int_equal(logshard_flush(early, 10000), 0);
+    acked[0] = 40;
+    logshard_close(early);
+
+    /* An inode again: a new producer is served in full. */
+    if (asprintf(&path, "%s/0", fillers) < 0)
+        fail_msg("out of memory");
+    assert_int_equal(unlink(path), 0);
+    free(path);
+    snprintf(names[n], sizeof(names[n]), "after");
+    assert_int_equal(reap(spawn(h->sock, names[n], n, board.fd, 300, 150, 20)), 0);
+    acked[n] = board_get(&board, n);
+    assert_int_equal(acked[n], 300);
+    n++;
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+
+    /* Merging needs inodes of its own. */
+    {
+        char cmd[512];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fillers);
+        assert_int_equal(system(cmd), 0);
+    }
+    assert_done_valid(h, "at the end");
+    text = harness_merge_and_cat(h, "inodes.lsm", &len);
+    check_exactly_once(text, names, acked, n, NULL);
+    free(text);
+    free(fillers);
+    board_close(&board);
+}
+
 /* Whether this machine lets the test mount what it needs; prints why not. */
 static bool can_mount(void)
 {
@@ -427,6 +547,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_full_tmpfs, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_ext4, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_inodes, harness_setup, teardown),
     };
 
     if (!can_mount())

@@ -92,6 +92,7 @@ static int setup(void **state)
     list_init(&f->d.paused_sessions);
     list_init(&f->d.shards);
     list_init(&f->d.dirty_shards);
+    list_init(&f->d.shards_to_create);
     list_init(&f->d.shard_subscribers);
     shard_subscribe(&f->d, &f->seals, &seal_events, f);
     r = io_new(&f->loop, backend_under_test(), 64, &f->d.io, &why);
@@ -141,6 +142,14 @@ static void run_until(struct fixture *f, const int *counter, int at_least)
     for (int i = 0; i < 100000 && *counter < at_least; i++)
         uv_run(&f->loop, UV_RUN_ONCE);
     assert_true(*counter >= at_least);
+}
+
+/* Runs the loop until the shard's file is created (or could not be). */
+static void run_until_created(struct fixture *f, const struct shard *s)
+{
+    for (int i = 0; i < 100000 && s->creating; i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_false(s->creating);
 }
 
 static const struct shard_ident ident = {
@@ -203,9 +212,15 @@ static void test_append_write_seal(void **state)
     struct stat st;
 
     assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
-    assert_int_equal(fstatat(f->d.active_fd, s->tmp_name, &st, 0), 0);
+    /* The file is created on the ring, at the end of the loop's tick;
+     * records wait in memory until it is there. */
+    assert_true(s->creating);
+    assert_int_equal(fstatat(f->d.active_fd, s->tmp_name, &st, 0), -1);
+    assert_int_equal(errno, ENOENT);
     append_records(s, 0, 500);
+    assert_false(shard_settled(s));
     run_until(f, &o.written_calls, 1);
+    assert_int_equal(fstatat(f->d.active_fd, s->tmp_name, &st, 0), 0);
     /* Everything queued in one tick went out in one write. */
     assert_int_equal(s->records_written, 500);
     assert_int_equal(o.written_calls, 1);
@@ -385,6 +400,7 @@ static void test_write_error_before_header(void **state)
     int ro;
 
     assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    run_until_created(f, s);
     tmp_name = strdup(s->tmp_name);
     done_name = strdup(s->done_name);
     ro = openat(f->d.active_fd, tmp_name, O_RDONLY | O_CLOEXEC);
@@ -405,6 +421,96 @@ static void test_write_error_before_header(void **state)
     assert_int_equal(faccessat(f->d.done_fd, done_name, F_OK, 0), -1);
     assert_int_equal(errno, ENOENT);
     free(tmp_name);
+    free(done_name);
+}
+
+/* A shard whose file cannot be created (here active/ is not a directory:
+ * ENOTDIR) reports it to its owner like a failed write, with create_error
+ * set; it refuses records from then on, none of them counts as written,
+ * and its seal ends without a file anywhere. */
+static void test_create_failure(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    char *path, *done_name;
+    int saved = dup(f->d.active_fd), file;
+
+    assert_true(saved >= 0);
+    assert_true(asprintf(&path, "%s/not-a-directory", f->dir) > 0);
+    file = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    assert_true(file >= 0);
+    assert_int_equal(dup2(file, f->d.active_fd), f->d.active_fd);
+    close(file);
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    done_name = strdup(s->done_name);
+    append_records(s, 0, 10);
+    for (int i = 0; i < 100000 && o.failed_err == 0; i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(o.failed_err, -ENOTDIR);
+    assert_int_equal(s->create_error, -ENOTDIR);
+    assert_int_equal(s->fd, -1);
+    assert_int_equal(s->records_written, 0);
+    assert_int_equal(shard_records_acked(s), 0);
+    assert_int_equal(shard_records_kept(s), 0);
+    assert_int_equal(shard_append(s, "x", 1, 1), -ENOTDIR);
+    assert_true(shard_settled(s));
+
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+    assert_int_equal(faccessat(f->d.done_fd, done_name, F_OK, 0), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(dup2(saved, f->d.active_fd), f->d.active_fd);
+    close(saved);
+    assert_int_equal(unlink(path), 0);
+    free(path);
+    free(done_name);
+}
+
+/* O_EXCL never overwrites: a file already there under the shard's first
+ * name stays as it was, and the shard takes the next id, its header saying
+ * the same. */
+static void test_create_name_taken(void **state)
+{
+    struct fixture *f = *state;
+    struct owner o = { 0 };
+    struct shard *s = NULL;
+    struct shard_reader *r;
+    struct shard_item item;
+    char *planted, *done_name;
+    struct stat st;
+    int fd;
+
+    assert_int_equal(shard_open(&f->d, &ident, &o, &events, &s), 0);
+    planted = strdup(s->tmp_name);
+    fd = openat(f->d.active_fd, planted, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "planted", 7), 7);
+    close(fd);
+    append_records(s, 0, 3);
+    run_until(f, &o.written_calls, 1);
+    assert_int_equal(o.failed_err, 0);
+    assert_string_not_equal(s->tmp_name, planted);
+    assert_int_equal(fstatat(f->d.active_fd, planted, &st, 0), 0);
+    assert_int_equal(st.st_size, 7);
+
+    done_name = strdup(s->done_name);
+    fd = openat(f->d.active_fd, s->tmp_name, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(shard_reader_new(&r, fd), 0);
+    assert_int_equal(shard_reader_next(r, &item), 1);
+    assert_int_equal(item.kind, SHARD_ITEM_HEADER);
+    assert_true(item.header->shard_id == s->id);
+    shard_reader_free(r);
+    close(fd);
+    shard_detach(s);
+    shard_seal(s);
+    run_until(f, &finish_calls, 1);
+    check_done_shard(f, done_name, 3);
+    assert_int_equal(unlinkat(f->d.active_fd, planted, 0), 0);
+    free(planted);
     free(done_name);
 }
 
@@ -446,6 +552,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_before_header, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seal_rename_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_name_taken, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
