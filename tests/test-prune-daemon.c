@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +35,7 @@
 #include "fileutil.h"
 #include "harness.h"
 #include "prune-fixture.h"
+#include "raw-stream.h"
 #include "shard_format.h"
 #include "stream_positions.h"
 #include "wire.h"
@@ -46,108 +46,27 @@
 
 /* ---- the real daemon: streams pruned once shipped, then resumed ---- */
 
-struct raw {
-    int fd;
-    unsigned char buf[65536];
-    size_t have;
-    struct wire_welcome welcome;
-    uint64_t acked;
-    uint32_t error;
-    bool eof;
-};
-
-static void raw_pump(struct raw *c, int timeout_ms)
-{
-    struct pollfd p = { .fd = c->fd, .events = POLLIN };
-    ssize_t n;
-
-    if (poll(&p, 1, timeout_ms) <= 0)
-        return;
-    n = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, MSG_DONTWAIT);
-    if (n <= 0) {
-        c->eof = true;
-        return;
-    }
-    c->have += (size_t)n;
-    while (c->have >= WIRE_HEADER_SIZE) {
-        struct wire_header h;
-        const unsigned char *pl = c->buf + WIRE_HEADER_SIZE;
-
-        assert_int_equal(wire_decode_header(c->buf, sizeof(c->buf), &h), 0);
-        if (c->have < WIRE_HEADER_SIZE + h.length)
-            break;
-        if (h.type == WIRE_WELCOME) {
-            assert_int_equal(wire_decode_welcome(pl, h.length, &c->welcome), 0);
-        } else if (h.type == WIRE_ACK) {
-            assert_int_equal(wire_decode_ack(pl, h.length, &c->acked), 0);
-        } else if (h.type == WIRE_ERROR) {
-            const char *m;
-            size_t ml;
-
-            assert_int_equal(wire_decode_error(pl, h.length, &c->error, &m, &ml), 0);
-        }
-        memmove(c->buf, c->buf + WIRE_HEADER_SIZE + h.length,
-                c->have - WIRE_HEADER_SIZE - h.length);
-        c->have -= WIRE_HEADER_SIZE + h.length;
-    }
-}
-
 /* Connects with a version 2 HELLO for stream id from first and waits for
  * the WELCOME. */
-static void raw_open(struct raw *c, struct world *w, const char *name, const uint8_t *id,
+static void raw_open(struct raw_stream *c, struct world *w, const char *name, const uint8_t *id,
                      uint64_t first)
 {
-    unsigned char frame[WIRE_HEADER_SIZE + WIRE_HELLO_FIXED_V2 + WIRE_PRODUCER_NAME_MAX];
-    uint64_t end = now_monotonic_ns() + (uint64_t)WAIT_MS * 1000000u;
-    int n;
-
-    memset(c, 0, sizeof(*c));
-    c->fd = harness_raw_connect(w->h.sock);
-    n = wire_encode_hello_v2(frame, name, strlen(name), id, first);
-    assert_true(n > 0);
-    harness_raw_send(c->fd, frame, (size_t)n);
-    while (c->welcome.version == 0 && !c->error && !c->eof) {
-        if (now_monotonic_ns() >= end)
-            fail_msg("no WELCOME within %d ms", WAIT_MS);
-        raw_pump(c, 100);
-    }
+    raw_stream_open(c, w->h.sock, name, id, first);
+    raw_stream_wait_welcome(c);
     if (c->error || c->eof)
-        fail_msg("the daemon refused stream %s from %" PRIu64 " (error %u)", name, first,
-                 c->error);
+        fail_msg("the daemon refused stream %s from %" PRIu64 " (error %u: %s)", name, first,
+                 c->error, c->message);
 }
 
 /* Sends records first .. first + n - 1 ("<name> <position>") and waits for
  * their ACK. */
-static void raw_append(struct raw *c, const char *name, uint64_t first, uint64_t n)
+static void raw_append(struct raw_stream *c, const char *name, uint64_t first, uint64_t n)
 {
-    size_t cap = WIRE_HEADER_SIZE + WIRE_APPEND_POSITION + WIRE_APPEND_FIXED + n * 80;
-    size_t pos = WIRE_HEADER_SIZE + WIRE_APPEND_POSITION + WIRE_APPEND_FIXED;
-    unsigned char *f = malloc(cap);
-    uint64_t end = now_monotonic_ns() + (uint64_t)WAIT_MS * 1000000u;
+    char prefix[WIRE_PRODUCER_NAME_MAX + 2];
 
-    assert_non_null(f);
-    wire_put_u64(f + WIRE_HEADER_SIZE, first);
-    wire_put_u32(f + WIRE_HEADER_SIZE + WIRE_APPEND_POSITION, (uint32_t)n);
-    for (uint64_t i = 0; i < n; i++) {
-        char rec[64];
-        int len = snprintf(rec, sizeof(rec), "%s %06" PRIu64, name, first + i);
-
-        wire_put_u32(f + pos, (uint32_t)len);
-        memcpy(f + pos + 4, rec, (size_t)len);
-        pos += 4 + (size_t)len;
-    }
-    wire_encode_header(f, WIRE_APPEND, (uint32_t)(pos - WIRE_HEADER_SIZE));
-    harness_raw_send(c->fd, f, pos);
-    free(f);
-    while (c->acked < first + n) {
-        if (c->error || c->eof)
-            fail_msg("%s: the connection ended (error %u) at ACK %" PRIu64, name, c->error,
-                     c->acked);
-        if (now_monotonic_ns() >= end)
-            fail_msg("%s: ACK %" PRIu64 " after %d ms, waiting for %" PRIu64, name, c->acked,
-                     WAIT_MS, first + n);
-        raw_pump(c, 100);
-    }
+    snprintf(prefix, sizeof(prefix), "%s ", name);
+    raw_stream_append(c, prefix, first, n);
+    raw_stream_wait_acked(c, first + n);
 }
 
 struct count_arg {
@@ -178,12 +97,12 @@ static void wait_count(const struct world *w, const char *sub, const char *suffi
 static void stream_shard(struct world *w, const char *name, const uint8_t *id, uint64_t first,
                          uint64_t n, size_t sealed_after)
 {
-    struct raw c;
+    struct raw_stream c;
 
     raw_open(&c, w, name, id, first);
     assert_int_equal(c.welcome.next_position, first);
     raw_append(&c, name, first, n);
-    close(c.fd);
+    raw_stream_close(&c);
     wait_count(w, "done", ".shard", sealed_after);
 }
 
@@ -256,7 +175,7 @@ static void test_shipped_with_daemon(void **state)
     struct shard legacy_shipped, legacy_not;
     struct harness_run r;
     struct known_set k;
-    struct raw live, back;
+    struct raw_stream live, back;
 
     make_stream_id(s1, 11);
     make_stream_id(s2, 12);
@@ -315,7 +234,7 @@ static void test_shipped_with_daemon(void **state)
 
     /* The daemon is none the worse: gamma goes on, and is sealed at stop. */
     raw_append(&live, "gamma", 10, 5);
-    close(live.fd);
+    raw_stream_close(&live);
     wait_count(w, "done", ".shard", 3);
     harness_assert_clean_exit(harness_stop(&w->h, SIGTERM, WAIT_MS));
 
@@ -325,10 +244,10 @@ static void test_shipped_with_daemon(void **state)
     raw_open(&back, w, "alpha", s1, 60);
     assert_int_equal(back.welcome.next_position, 60);
     raw_append(&back, "alpha", 60, 5);
-    close(back.fd);
+    raw_stream_close(&back);
     raw_open(&back, w, "beta", s2, 40);
     assert_int_equal(back.welcome.next_position, 40);
-    close(back.fd);
+    raw_stream_close(&back);
     wait_count(w, "done", ".shard", 4);
     harness_assert_clean_exit(harness_stop(&w->h, SIGTERM, WAIT_MS));
     r = harness_run_logctl(&w->h, "cat", "--spool", w->h.spool, NULL);
@@ -630,13 +549,13 @@ static void test_kill_rounds(void **state)
     assert_int_equal(harness_count_files(&w->h, "done", ".shard"), before_cat);
     harness_start(&w->h, NULL);
     {
-        struct raw c;
+        struct raw_stream c;
 
         /* Round 0's stream 0: every shard pruned in the first round. */
         raw_open(&c, w, "r00.s0", l.streams[0], l.ends[0]);
         assert_int_equal(c.welcome.next_position, l.ends[0]);
         raw_append(&c, "r00.s0", l.ends[0], 3);
-        close(c.fd);
+        raw_stream_close(&c);
     }
     harness_assert_clean_exit(harness_stop(&w->h, SIGTERM, WAIT_MS));
     /* verify --spool reads merged/ too, and rightly calls a planted link
