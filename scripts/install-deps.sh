@@ -15,7 +15,7 @@ if [ "${1:-}" = --tests ]; then
     libcmocka-dev  # the unit and integration tests
     systemd python3  # systemd-socket-activate, systemd-analyze; the fuzz seeds
     kcat  # tests/test-ship*: the consumer that reads what logctl ship produced
-    valgrind  # tests/test-limits.c runs a producer under it
+    valgrind  # tests/test-limits-records.c runs a producer under it
     prometheus  # promtool: tests/test-admin-metrics.c checks the metrics file with it
     e2fsprogs  # mkfs.ext4: tests/test-diskfull.c fills a small ext4 loop device
     clang libclang-rt-14-dev  # scripts/fuzz.sh: clang's libFuzzer and sanitizers

@@ -216,14 +216,11 @@ void harness_spawn(struct harness *h, const char *const *argv)
     spawn_daemon(h, argv);
 }
 
-void harness_start(struct harness *h, const char *const *extra)
+void harness_spawn_with(struct harness *h, const char *const *extra)
 {
     const char *argv[32];
     size_t n = 0;
-    int64_t deadline;
-    bool ready = false;
 
-    bind_notify(h);
     argv[n++] = harness_logshardd();
     argv[n++] = "--config";
     argv[n++] = h->config;
@@ -236,8 +233,15 @@ void harness_start(struct harness *h, const char *const *extra)
     for (size_t i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
+    harness_spawn(h, argv);
+}
 
-    spawn_daemon(h, argv);
+void harness_start(struct harness *h, const char *const *extra)
+{
+    int64_t deadline;
+    bool ready = false;
+
+    harness_spawn_with(h, extra);
 
     deadline = now_ms() + 20000;
     while (!ready) {
@@ -567,6 +571,38 @@ void harness_raw_hello(int fd, const char *name)
     int n = wire_encode_hello(buf, name, strlen(name));
     assert_true(n > 0);
     harness_raw_send(fd, buf, (size_t)n);
+}
+
+int harness_raw_read_frame(int fd, unsigned char *payload, size_t cap, uint32_t *ret_len)
+{
+    unsigned char hdr[WIRE_HEADER_SIZE];
+    size_t got = 0;
+    uint32_t len;
+
+    while (got < sizeof(hdr)) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        n = recv(fd, hdr + got, sizeof(hdr) - got, 0);
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    len = wire_get_u32(hdr);
+    assert_true(len <= cap);
+    for (got = 0; got < len;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        ssize_t n;
+
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        n = recv(fd, payload + got, len - got, 0);
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    *ret_len = len;
+    return hdr[4];
 }
 
 uint32_t harness_raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_t *ret_acked)

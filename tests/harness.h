@@ -48,6 +48,10 @@ void harness_start(struct harness *h, const char *const *extra);
  * READY=1. */
 void harness_spawn(struct harness *h, const char *const *argv);
 
+/* harness_start's daemon and arguments, without waiting for READY=1: for a
+ * start that is meant to fail. */
+void harness_spawn_with(struct harness *h, const char *const *extra);
+
 /* Reads every pending notification into h->notify_log. */
 void harness_notify_drain(struct harness *h);
 
@@ -186,6 +190,11 @@ size_t harness_make_record(char *buf, size_t cap, const char *name, uint64_t seq
 int harness_raw_connect(const char *path);
 void harness_raw_send(int fd, const void *buf, size_t len);
 void harness_raw_hello(int fd, const char *name);
+
+/* Reads one frame (at most 10 s for each of its two parts): its payload
+ * into payload, which must hold it (cap bytes), its length into *ret_len.
+ * Returns the frame's type, or 0 at the end of the stream. */
+int harness_raw_read_frame(int fd, unsigned char *payload, size_t cap, uint32_t *ret_len);
 
 /* Reads frames until an ERROR or the end of the stream (at most 10 s).
  * Returns the ERROR's code (0 if none came) with its message in msg;

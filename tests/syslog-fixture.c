@@ -283,3 +283,61 @@ void syslog_send_text(int fd, const char *text)
 {
     syslog_send_all(fd, text, strlen(text));
 }
+
+/* ---- the datagram socket ---- */
+
+char *syslog_dgram_path(struct harness *h)
+{
+    return harness_path(h->dir, "log.sock");
+}
+
+void syslog_dgram_start(struct harness *h, const char *config)
+{
+    char *path = syslog_dgram_path(h);
+    const char *extra[] = { "--syslog-socket", path, NULL };
+
+    harness_write_config(h, config ? config : "");
+    harness_start(h, extra);
+    free(path);
+}
+
+/* A raw datagram from this process: the test is the sender, so the
+ * credentials must be its own. */
+int syslog_dgram_socket(void)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int size = 256 * 1024;
+
+    assert_true(fd >= 0);
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)); /* best effort */
+    return fd;
+}
+
+struct sockaddr_un syslog_dgram_address(struct harness *h, socklen_t *ret_len)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    char *path = syslog_dgram_path(h);
+
+    assert_true(strlen(path) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, path);
+    *ret_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
+    free(path);
+    return sa;
+}
+
+void syslog_dgram_send_raw(struct harness *h, const void *buf, size_t len)
+{
+    socklen_t sl;
+    struct sockaddr_un sa = syslog_dgram_address(h, &sl);
+    int fd = syslog_dgram_socket();
+    ssize_t n = sendto(fd, buf, len, 0, (struct sockaddr *)&sa, sl);
+
+    if (n < 0 || (size_t)n != len)
+        fail_msg("sendto %s (%zu bytes): %s", sa.sun_path, len, n < 0 ? strerror(errno) : "short");
+    close(fd);
+}
+
+void syslog_dgram_send_text(struct harness *h, const char *text)
+{
+    syslog_dgram_send_raw(h, text, strlen(text));
+}

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "harness.h"
 
@@ -88,3 +90,28 @@ void syslog_send_all(int fd, const void *buf, size_t len);
 
 /* syslog_send_all of the string text, without its NUL. */
 void syslog_send_text(int fd, const char *text);
+
+/* ---- the datagram socket ---- */
+
+/* Where syslog_dgram_start puts the datagram socket: log.sock in the
+ * harness's directory. malloc'd. */
+char *syslog_dgram_path(struct harness *h);
+
+/* Writes config (NULL: an empty file) and starts the daemon with
+ * --syslog-socket at syslog_dgram_path. */
+void syslog_dgram_start(struct harness *h, const char *config);
+
+/* A datagram socket of this process (the test is the sender, so the
+ * credentials stored must be its own), with a send buffer of 256 KiB
+ * where the system allows. */
+int syslog_dgram_socket(void);
+
+/* The address of syslog_dgram_path, its length in *ret_len. */
+struct sockaddr_un syslog_dgram_address(struct harness *h, socklen_t *ret_len);
+
+/* Sends len bytes of buf as one datagram to the socket; fails the test
+ * when it cannot. */
+void syslog_dgram_send_raw(struct harness *h, const void *buf, size_t len);
+
+/* syslog_dgram_send_raw of the string text, without its NUL. */
+void syslog_dgram_send_text(struct harness *h, const char *text);

@@ -12,10 +12,10 @@
  *    logged with their sender; garbage and 200 identifiers are taken;
  *  - a producer idle for [syslog] idle_timeout has its shard sealed, and
  *    [syslog] max_producers seals the least recently used;
- *  - the socket survives a reload, replaces a stale socket file, is 0666,
- *    and is gone after the exit;
  *  - over memory_limit_bytes the daemon stops reading, so senders wait in
- *    the kernel. */
+ *    the kernel.
+ * The socket's own life (reload, stale files, activation) is
+ * test-syslog-datagram-socket.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -42,73 +42,14 @@
 #include "syslog-fixture.h"
 
 #define RUN_MS 30000
-#define STOP_MS 30000
-
-/* ---- the daemon with the syslog socket ---- */
-
-static char *syslog_path(struct harness *h)
-{
-    return harness_path(h->dir, "log.sock");
-}
-
-static void start_with_syslog(struct harness *h, const char *config)
-{
-    char *path = syslog_path(h);
-    const char *extra[] = { "--syslog-socket", path, NULL };
-
-    harness_write_config(h, config ? config : "");
-    harness_start(h, extra);
-    free(path);
-}
 
 /* ---- senders ---- */
-
-/* A raw datagram from this process: the test is the sender, so the
- * credentials must be its own. */
-static int dgram_socket(void)
-{
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    int size = 256 * 1024;
-
-    assert_true(fd >= 0);
-    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)); /* best effort */
-    return fd;
-}
-
-static struct sockaddr_un dgram_address(struct harness *h, socklen_t *ret_len)
-{
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    char *path = syslog_path(h);
-
-    assert_true(strlen(path) < sizeof(sa.sun_path));
-    strcpy(sa.sun_path, path);
-    *ret_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path) + 1);
-    free(path);
-    return sa;
-}
-
-static void send_raw(struct harness *h, const void *buf, size_t len)
-{
-    socklen_t sl;
-    struct sockaddr_un sa = dgram_address(h, &sl);
-    int fd = dgram_socket();
-    ssize_t n = sendto(fd, buf, len, 0, (struct sockaddr *)&sa, sl);
-
-    if (n < 0 || (size_t)n != len)
-        fail_msg("sendto %s (%zu bytes): %s", sa.sun_path, len, n < 0 ? strerror(errno) : "short");
-    close(fd);
-}
-
-static void send_text(struct harness *h, const char *text)
-{
-    send_raw(h, text, strlen(text));
-}
 
 /* Runs util-linux logger against the socket; arguments NULL-terminated. */
 static void run_logger(struct harness *h, ...)
 {
     const char *argv[24];
-    char *path = syslog_path(h);
+    char *path = syslog_dgram_path(h);
     char *logger = syslog_need_program("logger");
     size_t n = 0;
     va_list ap;
@@ -144,7 +85,7 @@ static void test_logger(void **state)
     const char *msgs[] = { "plain message", "bsd message", "five four two four" };
 
     free(syslog_need_program("logger")); /* before the daemon starts */
-    start_with_syslog(h, NULL);
+    syslog_dgram_start(h, NULL);
     run_logger(h, "-t", tags[0], msgs[0], NULL);
     run_logger(h, "--rfc3164", "-t", tags[1], msgs[1], NULL);
     run_logger(h, "--rfc5424", "--sd-id", "zoo@32473", "--sd-param", "tiger=\"hungry\"", "-t",
@@ -189,7 +130,7 @@ static void test_logger(void **state)
 static void test_python_handler(void **state)
 {
     struct harness *h = *state;
-    char *path = syslog_path(h);
+    char *path = syslog_dgram_path(h);
     char *out = harness_path(h->dir, "python.out");
     char *script = NULL;
     char *producer = syslog_producer_of("pyapp");
@@ -210,7 +151,7 @@ static void test_python_handler(void **state)
                          "    log.warning('python message %%d \\u00e9', i)\n"
                          "print(os.getpid())\n",
                          "'", path, "'") > 0);
-    start_with_syslog(h, NULL);
+    syslog_dgram_start(h, NULL);
     {
         const char *argv[] = { python, "-c", script, NULL };
         status = harness_run(argv, out, NULL, RUN_MS);
@@ -267,18 +208,18 @@ static void test_raw_datagrams(void **state)
             big[b][i] = (char)('a' + (i + (size_t)b) % 26);
     }
 
-    start_with_syslog(h, NULL);
-    send_text(h, forged);
-    send_raw(h, "", 0);      /* empty: counted, dropped */
-    send_raw(h, "\n\0", 2);  /* empty once the trailer is gone */
+    syslog_dgram_start(h, NULL);
+    syslog_dgram_send_text(h, forged);
+    syslog_dgram_send_raw(h, "", 0);      /* empty: counted, dropped */
+    syslog_dgram_send_raw(h, "\n\0", 2);  /* empty once the trailer is gone */
     for (int b = 0; b < 3; b++)
-        send_raw(h, big[b], big_len);
-    send_raw(h, garbage, sizeof(garbage));
-    send_text(h, "<14>nl: a line end is the sender's\n");
+        syslog_dgram_send_raw(h, big[b], big_len);
+    syslog_dgram_send_raw(h, garbage, sizeof(garbage));
+    syslog_dgram_send_text(h, "<14>nl: a line end is the sender's\n");
     for (int i = 0; i < 200; i++) {
         char m[64];
         snprintf(m, sizeof(m), "<13>ident%03d[%d]: message %d", i, i, i);
-        send_text(h, m);
+        syslog_dgram_send_text(h, m);
     }
     /* The drops are counted and the sender named, before the stop. */
     snprintf(log_needle, sizeof(log_needle), "dropped an empty datagram from pid %d, uid %u",
@@ -350,9 +291,9 @@ static void test_oversized(void **state)
     assert_non_null(m);
     memcpy(m, "<13>over: ", 10);
     memset(m + 10, 'o', len - 10);
-    start_with_syslog(h, "[limits]\nmax_record_bytes = 4K\n");
-    send_raw(h, m, len);
-    send_text(h, "<13>over: small");
+    syslog_dgram_start(h, "[limits]\nmax_record_bytes = 4K\n");
+    syslog_dgram_send_raw(h, m, len);
+    syslog_dgram_send_text(h, "<13>over: small");
     if (!harness_wait_log(h, "over max_record_bytes", 10000))
         fail_msg("the oversized datagram was not logged");
     assert_int_equal(syslog_status(h, "dropped", "oversized"), 1);
@@ -382,7 +323,7 @@ static void test_short_queue_warning(void **state)
     (void)fclose(f);
     printf("net.unix.max_dgram_qlen here: %lu\n", qlen);
     snprintf(needle, sizeof(needle), "net.unix.max_dgram_qlen is %lu:", qlen);
-    start_with_syslog(h, NULL);
+    syslog_dgram_start(h, NULL);
     if (!harness_wait_log(h, "syslog datagrams on", 10000))
         fail_msg("the start did not name the syslog datagram socket");
     if (qlen < 128) {
@@ -402,13 +343,13 @@ static void test_idle_seal(void **state)
     char *producer = syslog_producer_of("cronjob");
     struct syslog_recs r;
 
-    start_with_syslog(h, "[syslog]\nidle_timeout = 300ms\n");
-    send_text(h, "<13>cronjob: first run");
+    syslog_dgram_start(h, "[syslog]\nidle_timeout = 300ms\n");
+    syslog_dgram_send_text(h, "<13>cronjob: first run");
     if (!syslog_wait_sealed(h, 1, 10000))
         fail_msg("the idle producer's shard was not sealed within 10 s");
     assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
     harness_assert_running(h);
-    send_text(h, "<13>cronjob: second run");
+    syslog_dgram_send_text(h, "<13>cronjob: second run");
     if (!syslog_wait_sealed(h, 2, 10000))
         fail_msg("the second shard was not sealed within 10 s");
     syslog_stop_clean(h);
@@ -434,14 +375,14 @@ static void test_quota_drops(void **state)
     uint64_t dropped;
     size_t stored = 0;
 
-    start_with_syslog(h, "[producer_quotas]\nquotag.u* = 16K\n");
+    syslog_dgram_start(h, "[producer_quotas]\nquotag.u* = 16K\n");
     for (int i = 0; i < 1000; i++) {
         char m[128];
 
         snprintf(m, sizeof(m), "<13>quotag: message %04d of a producer over its quota", i);
-        send_text(h, m);
+        syslog_dgram_send_text(h, m);
     }
-    send_text(h, "<13>otherg: not held up");
+    syslog_dgram_send_text(h, "<13>otherg: not held up");
     for (int waited = 0; syslog_status(h, NULL, "datagrams") < 1001; waited += 10) {
         if (waited > 10000)
             fail_msg("the daemon read %" PRIu64 " of 1001 datagrams in 10 s",
@@ -470,11 +411,11 @@ static void test_max_producers(void **state)
     struct harness *h = *state;
     struct syslog_recs r;
 
-    start_with_syslog(h, "[syslog]\nmax_producers = 4\nidle_timeout = 1h\n");
+    syslog_dgram_start(h, "[syslog]\nmax_producers = 4\nidle_timeout = 1h\n");
     for (int i = 0; i < 10; i++) {
         char m[32];
         snprintf(m, sizeof(m), "<13>lru%d: hello", i);
-        send_text(h, m);
+        syslog_dgram_send_text(h, m);
     }
     if (!syslog_wait_sealed(h, 6, 10000))
         fail_msg("10 producers with max_producers 4: %zu shards sealed, expected 6",
@@ -513,226 +454,6 @@ static void test_max_producers(void **state)
     syslog_recs_free(&r);
 }
 
-/* The socket from the file's [syslog] datagram_socket: a stale socket
- * file is replaced, the socket is 0666, survives a reload that names
- * another path, and is removed at exit; the shards are sealed by the
- * drain. */
-static void test_socket_life(void **state)
-{
-    struct harness *h = *state;
-    char *path = syslog_path(h);
-    char *producer = syslog_producer_of("life");
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    struct stat st;
-    struct syslog_recs r;
-    char config[512];
-    int fd;
-
-    /* A socket file nobody reads any more, as a killed daemon leaves. */
-    strcpy(sa.sun_path, path);
-    fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    close(fd);
-
-    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s\n", path);
-    harness_write_config(h, config);
-    harness_start(h, NULL);
-    assert_int_equal(stat(path, &st), 0);
-    assert_true(S_ISSOCK(st.st_mode));
-    assert_int_equal(st.st_mode & 07777, 0666);
-    send_text(h, "<13>life: before the reload");
-
-    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s/other.sock\n", h->dir);
-    harness_write_config(h, config);
-    assert_int_equal(kill(h->daemon, SIGHUP), 0);
-    if (!harness_wait_log(h, "reloaded the settings", 10000))
-        fail_msg("no reload");
-    assert_true(harness_log_has(h, "[syslog] datagram_socket cannot change while running"));
-    send_text(h, "<13>life: after the reload");
-    syslog_stop_clean(h);
-    assert_int_equal(access(path, F_OK), -1);
-
-    r = syslog_read_spool(h);
-    assert_int_equal(r.n, 2);
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
-                                               "<13>life: before the reload", 27));
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
-                                               "<13>life: after the reload", 26));
-    assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
-    syslog_recs_free(&r);
-    free(producer);
-    free(path);
-}
-
-/* The sockets a unit with ListenStream= and ListenDatagram= passes: a
- * listening stream socket at the producer path, and a datagram socket at
- * the syslog path with PassCredentials=yes. */
-static void make_unit_sockets(struct harness *h, int *ret_stream, int *ret_dgram)
-{
-    char *path = syslog_path(h);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-    strcpy(sa.sun_path, h->sock);
-    *ret_stream = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(*ret_stream >= 0);
-    assert_int_equal(bind(*ret_stream, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(*ret_stream, 16), 0);
-    strcpy(sa.sun_path, path);
-    *ret_dgram = socket(AF_UNIX, SOCK_DGRAM, 0);
-    assert_true(*ret_dgram >= 0);
-    /* As PassCredentials=yes in the socket unit: without it, a datagram
-     * queued before the daemon turns SO_PASSCRED on carries no sender
-     * (the kernel then says pid 0, the overflow uid). */
-    assert_int_equal(setsockopt(*ret_dgram, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)),
-                     0);
-    assert_int_equal(bind(*ret_dgram, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    free(path);
-}
-
-/* Starts the daemon as systemd would, with the two sockets as fds 3 and
- * 4 (LISTEN_FDS=2) and h->config. */
-static void spawn_activated(struct harness *h, int stream_fd, int dgram_fd)
-{
-    /* There before the daemon, so that waiting on it can begin at once. */
-    int log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-    assert_true(log >= 0);
-    close(log);
-    h->daemon = fork();
-    assert_true(h->daemon >= 0);
-    if (h->daemon == 0) {
-        char pid[16];
-
-        log = open(h->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (log < 0 || dup2(log, 2) < 0 || dup2(stream_fd, 3) < 0 || dup2(dgram_fd, 4) < 0 ||
-            process_reset_signals() < 0)
-            _exit(127);
-        snprintf(pid, sizeof(pid), "%d", (int)getpid());
-        setenv("LISTEN_PID", pid, 1);
-        setenv("LISTEN_FDS", "2", 1);
-        unsetenv("NOTIFY_SOCKET");
-        execl(harness_logshardd(), harness_logshardd(), "--config", h->config, "--spool",
-              h->spool, "--admin-socket", h->admin_sock, (char *)NULL);
-        _exit(127);
-    }
-    h->daemon_pidfd = (int)syscall(SYS_pidfd_open, h->daemon, 0);
-    assert_true(h->daemon_pidfd >= 0);
-}
-
-/* Socket activation: the daemon reads the datagrams queued before it
- * started and leaves the file to its owner at exit. With datagram_socket
- * at the socket's path (configured) or empty: a unit's datagram socket is
- * the input either way. */
-static void socket_activation(struct harness *h, bool configured)
-{
-    char *path = syslog_path(h);
-    char *producer = syslog_producer_of("early");
-    char config[512], needle[600];
-    struct syslog_recs r;
-    int stream_fd, dgram_fd;
-
-    make_unit_sockets(h, &stream_fd, &dgram_fd);
-    /* Sent before the daemon runs: waiting in the socket's queue. */
-    send_text(h, "<13>early: before the daemon");
-    if (configured)
-        snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s\n", path);
-    else
-        config[0] = '\0';
-    harness_write_config(h, config);
-    spawn_activated(h, stream_fd, dgram_fd);
-    close(stream_fd);
-    snprintf(needle, sizeof(needle), "syslog datagrams on %s (socket from systemd)", path);
-    if (!harness_wait_log(h, "(socket from systemd), admin socket", 20000) ||
-        !harness_wait_log(h, needle, 20000))
-        fail_msg("the daemon did not start on the passed sockets:\n%s",
-                 harness_slurp(h->log, &(size_t){ 0 }));
-    send_text(h, "<13>early: after the start");
-    syslog_stop_clean(h);
-    /* systemd's socket, not the daemon's: still there, still bound. */
-    assert_int_equal(access(path, F_OK), 0);
-    close(dgram_fd);
-
-    r = syslog_read_spool(h);
-    assert_int_equal(r.n, 2);
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
-                                               "<13>early: before the daemon", 28));
-    syslog_expect_our_creds(syslog_expect_once(&r, "syslog-datagram", producer,
-                                               "<13>early: after the start", 26));
-    syslog_recs_free(&r);
-    free(producer);
-    free(path);
-}
-
-static void test_socket_activation(void **state)
-{
-    socket_activation(*state, true);
-}
-
-/* As journald's forwarding socket unit passes it: nothing configured. */
-static void test_socket_activation_unconfigured(void **state)
-{
-    socket_activation(*state, false);
-}
-
-/* A unit and a configuration that disagree on the path: the daemon says
- * so, naming both, and does not start. */
-static void test_socket_activation_mismatch(void **state)
-{
-    struct harness *h = *state;
-    char config[512], *path = syslog_path(h);
-    int stream_fd, dgram_fd, status;
-
-    make_unit_sockets(h, &stream_fd, &dgram_fd);
-    snprintf(config, sizeof(config), "[syslog]\ndatagram_socket = %s/elsewhere.sock\n", h->dir);
-    harness_write_config(h, config);
-    spawn_activated(h, stream_fd, dgram_fd);
-    close(stream_fd);
-    close(dgram_fd);
-    status = harness_wait_exit(h, 20000);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-    assert_true(harness_log_has(h, "systemd passed a datagram socket at"));
-    assert_true(harness_log_has(h, path));
-    assert_true(harness_log_has(h, "elsewhere.sock"));
-    free(path);
-}
-
-/* Another receiver's live socket at the path is not taken over. */
-static void test_live_socket_refused(void **state)
-{
-    struct harness *h = *state;
-    char *path = syslog_path(h);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    const char *argv[16];
-    size_t n = 0;
-    int fd, status;
-
-    strcpy(sa.sun_path, path);
-    fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    harness_write_config(h, "");
-    argv[n++] = harness_logshardd();
-    argv[n++] = "--config";
-    argv[n++] = h->config;
-    argv[n++] = "--spool";
-    argv[n++] = h->spool;
-    argv[n++] = "--socket";
-    argv[n++] = h->sock;
-    argv[n++] = "--admin-socket";
-    argv[n++] = h->admin_sock;
-    argv[n++] = "--syslog-socket";
-    argv[n++] = path;
-    argv[n] = NULL;
-    harness_spawn(h, argv);
-    status = harness_wait_exit(h, 20000);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-    assert_true(harness_log_has(h, "another daemon is receiving there"));
-    assert_true(harness_log_has(h, path));
-    close(fd);
-    free(path);
-}
-
 /* Over memory_limit_bytes (writes stalled by fault injection, so batch
  * buffers only grow) the daemon stops reading: the kernel's queue fills
  * and a non-blocking sender gets EAGAIN, having handed over only about
@@ -741,7 +462,7 @@ static void test_memory_backpressure(void **state)
 {
     struct harness *h = *state;
     socklen_t sl;
-    struct sockaddr_un sa = dgram_address(h, &sl);
+    struct sockaddr_un sa = syslog_dgram_address(h, &sl);
     size_t len = 60 * 1024, sent = 0, want = 400;
     char *m = malloc(len);
     int fd;
@@ -750,10 +471,10 @@ static void test_memory_backpressure(void **state)
     memcpy(m, "<13>flood: ", 11);
     memset(m + 11, 'f', len - 11);
     setenv("LOGSHARD_FAULTS", "stall_writes", 1);
-    start_with_syslog(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 128K\n"
+    syslog_dgram_start(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 128K\n"
                          "max_frame_bytes = 128K\nmax_record_bytes = 64K\n");
     unsetenv("LOGSHARD_FAULTS");
-    fd = dgram_socket();
+    fd = syslog_dgram_socket();
     while (sent < want) {
         ssize_t n = sendto(fd, m, len, MSG_DONTWAIT, (struct sockaddr *)&sa, sl);
         int waited_ms = 0;
@@ -802,14 +523,6 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_idle_seal, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_max_producers, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_socket_life, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_live_socket_refused, harness_setup,
-                                        harness_teardown),
-        cmocka_unit_test_setup_teardown(test_socket_activation, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_socket_activation_unconfigured, harness_setup,
-                                        harness_teardown),
-        cmocka_unit_test_setup_teardown(test_socket_activation_mismatch, harness_setup,
-                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_quota_drops, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_memory_backpressure, harness_setup,
                                         harness_teardown),
