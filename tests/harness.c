@@ -607,47 +607,29 @@ int harness_raw_read_frame(int fd, unsigned char *payload, size_t cap, uint32_t 
 
 uint32_t harness_raw_read_until_error(int fd, char *msg, size_t msg_len, uint64_t *ret_acked)
 {
-    unsigned char buf[65536];
-    size_t have = 0;
-    struct timespec start;
+    static unsigned char payload[65536];
     uint64_t acked = 0;
+    uint32_t code = 0, len;
+    int type;
 
-    clock_gettime(CLOCK_MONOTONIC, &start);
     msg[0] = '\0';
-    for (;;) {
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        ssize_t n;
+    while ((type = harness_raw_read_frame(fd, payload, sizeof(payload), &len)) != 0) {
+        if (type == WIRE_ACK)
+            acked = wire_get_u64(payload);
+        if (type == WIRE_ERROR) {
+            size_t mlen = len - WIRE_ERROR_FIXED;
 
-        assert_int_equal(poll(&p, 1, 10000), 1);
-        n = recv(fd, buf + have, sizeof(buf) - have, 0);
-        if (n <= 0)
+            if (mlen >= msg_len)
+                mlen = msg_len - 1;
+            code = wire_get_u32(payload);
+            memcpy(msg, payload + WIRE_ERROR_FIXED, mlen);
+            msg[mlen] = '\0';
             break;
-        have += (size_t)n;
-        while (have >= WIRE_HEADER_SIZE) {
-            uint32_t len = wire_get_u32(buf);
-            uint8_t type = buf[4];
-            if (have < WIRE_HEADER_SIZE + len)
-                break;
-            if (type == WIRE_ACK)
-                acked = wire_get_u64(buf + WIRE_HEADER_SIZE);
-            if (type == WIRE_ERROR) {
-                uint32_t code = wire_get_u32(buf + WIRE_HEADER_SIZE);
-                size_t mlen = len - WIRE_ERROR_FIXED;
-                if (mlen >= msg_len)
-                    mlen = msg_len - 1;
-                memcpy(msg, buf + WIRE_HEADER_SIZE + WIRE_ERROR_FIXED, mlen);
-                msg[mlen] = '\0';
-                if (ret_acked)
-                    *ret_acked = acked;
-                return code;
-            }
-            memmove(buf, buf + WIRE_HEADER_SIZE + len, have - WIRE_HEADER_SIZE - len);
-            have -= WIRE_HEADER_SIZE + len;
         }
     }
     if (ret_acked)
         *ret_acked = acked;
-    return 0;
+    return code;
 }
 
 size_t harness_encode_append(unsigned char *out, const char *const *recs, size_t n)

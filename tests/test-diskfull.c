@@ -68,10 +68,12 @@ static int run_quiet(const char *const *argv, const char *err_path)
     return harness_run(argv, NULL, err_path, 60000);
 }
 
-/* Mounts a tmpfs of 4 MiB, or an ext4 of 8 MiB with 1 KiB blocks and no
- * blocks reserved for root (the daemon runs as root here and would use
- * them), at <dir>/small, and points the spool into it. */
-static void mount_small(struct harness *h, struct small_fs *fs, bool ext4)
+/* Mounts a tmpfs with tmpfs_options (NULL: 4 MiB), or an ext4 of 8 MiB
+ * with 1 KiB blocks and no blocks reserved for root (the daemon runs as
+ * root here and would use them), at <dir>/small, and points the spool into
+ * it. */
+static void mount_small(struct harness *h, struct small_fs *fs, bool ext4,
+                        const char *tmpfs_options)
 {
     struct statvfs sv;
 
@@ -103,7 +105,8 @@ static void mount_small(struct harness *h, struct small_fs *fs, bool ext4)
         free(img);
         free(err);
     } else {
-        assert_int_equal(mount("tmpfs", fs->mnt, "tmpfs", 0, "size=4m"), 0);
+        assert_int_equal(
+            mount("tmpfs", fs->mnt, "tmpfs", 0, tmpfs_options ? tmpfs_options : "size=4m"), 0);
     }
     fs->mounted = true;
     assert_int_equal(statvfs(fs->mnt, &sv), 0);
@@ -221,34 +224,73 @@ static void assert_alive(struct harness *h)
     assert_int_equal(waitpid(h->daemon, &status, WNOHANG), 0);
 }
 
+/* The producer "early", connected before the file system fills; it stays
+ * connected while the others come and go. */
+static logshard *connect_early(struct harness *h)
+{
+    logshard_opts opts = { .socket_path = h->sock, .producer = "early" };
+    logshard *early = NULL;
+
+    assert_int_equal(logshard_connect(&early, &opts), 0);
+    return early;
+}
+
+/* Records from .. to - 1 of "early", appended and acknowledged. */
+static void send_early(logshard *early, uint64_t from, uint64_t to)
+{
+    char rec[512];
+
+    for (uint64_t i = from; i < to; i++) {
+        size_t len = harness_make_record(rec, sizeof(rec), "early", i, 100);
+
+        assert_int_equal(logshard_append(early, rec, len), 0);
+    }
+    assert_int_equal(logshard_flush(early, 10000), 0);
+}
+
+/* A producer of the raw protocol named name sends three records: the
+ * ERROR frame itself must say ENOSPC, name the shard (shard_needle) and
+ * the cause, and nothing may be acknowledged. */
+static void expect_raw_enospc(struct harness *h, const char *name, const char *shard_needle)
+{
+    static const char *const recs[] = { "raw 0", "raw 1", "raw 2" };
+    char msg[WIRE_ERROR_MESSAGE_MAX + 1];
+    unsigned char frame[256];
+    uint64_t raw_acked = UINT64_MAX;
+    int fd = harness_raw_connect(h->sock);
+    uint32_t code;
+
+    harness_raw_hello(fd, name);
+    harness_raw_send(fd, frame, harness_encode_append(frame, recs, 3));
+    code = harness_raw_read_until_error(fd, msg, sizeof(msg), &raw_acked);
+    assert_int_equal(code, ENOSPC);
+    if (!strstr(msg, shard_needle) || !strstr(msg, "No space left on device"))
+        fail_msg("the ERROR frame does not name the shard and the cause: %s", msg);
+    assert_true(raw_acked == UINT64_MAX || raw_acked == 0);
+    close(fd);
+}
+
 static void run_full_disk(struct harness *h, bool ext4)
 {
     enum { FULL = 4, FEW = 4 };
     const char *extra[] = { "--fsync", "batch", NULL };
-    logshard_opts early_opts = { .producer = "early" };
     char names[MAX_PRODUCERS][32];
     uint64_t acked[MAX_PRODUCERS] = { 0 };
     struct ack_board board;
     struct small_fs fs = { 0 };
-    logshard *early = NULL;
+    logshard *early;
     unsigned n = 0;
-    char rec[512], msg[WIRE_ERROR_MESSAGE_MAX + 1];
     size_t len;
     char *text;
     int st;
 
-    mount_small(h, &fs, ext4);
+    mount_small(h, &fs, ext4, NULL);
     harness_start(h, extra);
     board_open(&board, h);
 
     /* A producer that came before the disk filled; it stays connected. */
-    early_opts.socket_path = h->sock;
-    assert_int_equal(logshard_connect(&early, &early_opts), 0);
-    for (uint64_t i = 0; i < 20; i++) {
-        len = harness_make_record(rec, sizeof(rec), "early", i, 100);
-        assert_int_equal(logshard_append(early, rec, len), 0);
-    }
-    assert_int_equal(logshard_flush(early, 10000), 0);
+    early = connect_early(h);
+    send_early(early, 0, 20);
     snprintf(names[n], sizeof(names[n]), "early");
     acked[n++] = 20;
 
@@ -265,22 +307,7 @@ static void run_full_disk(struct harness *h, bool ext4)
         n++;
     }
     /* The same through the raw protocol: the ERROR frame itself. */
-    {
-        static const char *const recs[] = { "raw 0", "raw 1", "raw 2" };
-        unsigned char frame[256];
-        uint64_t raw_acked = UINT64_MAX;
-        int fd = harness_raw_connect(h->sock);
-        uint32_t code;
-
-        harness_raw_hello(fd, "rawfull");
-        harness_raw_send(fd, frame, harness_encode_append(frame, recs, 3));
-        code = harness_raw_read_until_error(fd, msg, sizeof(msg), &raw_acked);
-        assert_int_equal(code, ENOSPC);
-        if (!strstr(msg, "active/rawfull.") || !strstr(msg, "No space left on device"))
-            fail_msg("the ERROR frame does not name the shard and the cause: %s", msg);
-        assert_true(raw_acked == UINT64_MAX || raw_acked == 0);
-        close(fd);
-    }
+    expect_raw_enospc(h, "rawfull", "active/rawfull.");
     assert_alive(h);
     assert_int_equal(count_prefixed(h, "done", "full-"), 0);
     assert_int_equal(count_prefixed(h, "active", "full-"), 0);
@@ -351,11 +378,7 @@ static void run_full_disk(struct harness *h, bool ext4)
     /* Space again: the producer that waited carries on, a new one is
      * served in full. */
     assert_int_equal(unlink(fs.filler), 0);
-    for (uint64_t i = 20; i < 40; i++) {
-        len = harness_make_record(rec, sizeof(rec), "early", i, 100);
-        assert_int_equal(logshard_append(early, rec, len), 0);
-    }
-    assert_int_equal(logshard_flush(early, 10000), 0);
+    send_early(early, 20, 40);
     acked[0] = 40;
     logshard_close(early);
     snprintf(names[n], sizeof(names[n]), "after");
@@ -400,37 +423,27 @@ static void test_full_inodes(void **state)
 {
     struct harness *h = *state;
     const char *extra[] = { "--fsync", "batch", NULL };
-    logshard_opts early_opts = { .producer = "early" };
     char names[MAX_PRODUCERS][32];
     uint64_t acked[MAX_PRODUCERS] = { 0 };
     struct ack_board board;
-    logshard *early = NULL;
-    char rec[512], msg[WIRE_ERROR_MESSAGE_MAX + 1], *fillers, *path, *text;
+    struct small_fs fs = { 0 };
+    logshard *early;
+    char *fillers, *path, *text;
     unsigned n = 0, filled = 0;
     size_t len;
     int fd;
 
-    fs_state.mnt = harness_path(h->dir, "small");
-    assert_int_equal(mkdir(fs_state.mnt, 0755), 0);
-    assert_int_equal(mount("tmpfs", fs_state.mnt, "tmpfs", 0, "size=4m,nr_inodes=64"), 0);
-    fs_state.mounted = true;
-    free(h->spool);
-    h->spool = harness_path(fs_state.mnt, "spool");
+    mount_small(h, &fs, false, "size=4m,nr_inodes=64");
     harness_start(h, extra);
     board_open(&board, h);
 
-    early_opts.socket_path = h->sock;
-    assert_int_equal(logshard_connect(&early, &early_opts), 0);
-    for (uint64_t i = 0; i < 20; i++) {
-        len = harness_make_record(rec, sizeof(rec), "early", i, 100);
-        assert_int_equal(logshard_append(early, rec, len), 0);
-    }
-    assert_int_equal(logshard_flush(early, 10000), 0);
+    early = connect_early(h);
+    send_early(early, 0, 20);
     snprintf(names[n], sizeof(names[n]), "early");
     acked[n++] = 20;
 
     /* Every inode left goes to empty files. */
-    fillers = harness_path(fs_state.mnt, "fillers");
+    fillers = harness_path(fs.mnt, "fillers");
     assert_int_equal(mkdir(fillers, 0755), 0);
     for (;; filled++) {
         if (asprintf(&path, "%s/%u", fillers, filled) < 0)
@@ -446,23 +459,7 @@ static void test_full_inodes(void **state)
     assert_true(filled > 0);
 
     /* The raw protocol: the ERROR frame itself. */
-    {
-        static const char *const recs[] = { "raw 0", "raw 1", "raw 2" };
-        unsigned char frame[256];
-        uint64_t raw_acked = UINT64_MAX;
-        int raw = harness_raw_connect(h->sock);
-        uint32_t code;
-
-        harness_raw_hello(raw, "noinode");
-        harness_raw_send(raw, frame, harness_encode_append(frame, recs, 3));
-        code = harness_raw_read_until_error(raw, msg, sizeof(msg), &raw_acked);
-        assert_int_equal(code, ENOSPC);
-        if (!strstr(msg, "cannot create shard active/noinode.") ||
-            !strstr(msg, "No space left on device"))
-            fail_msg("the ERROR frame does not name the shard and the cause: %s", msg);
-        assert_true(raw_acked == UINT64_MAX || raw_acked == 0);
-        close(raw);
-    }
+    expect_raw_enospc(h, "noinode", "cannot create shard active/noinode.");
     /* Through the library: the call that waits for the records fails. */
     snprintf(names[n], sizeof(names[n]), "noinode-lib");
     assert_int_equal(reap(spawn(h->sock, names[n], n, board.fd, 50, 200, 10)), 10 + ENOSPC);
@@ -475,11 +472,7 @@ static void test_full_inodes(void **state)
     assert_int_equal(count_prefixed(h, "done", "noinode"), 0);
 
     /* The producer whose shard is there was never in the way. */
-    for (uint64_t i = 20; i < 40; i++) {
-        len = harness_make_record(rec, sizeof(rec), "early", i, 100);
-        assert_int_equal(logshard_append(early, rec, len), 0);
-    }
-    assert_int_equal(logshard_flush(early, 10000), 0);
+    send_early(early, 20, 40);
     acked[0] = 40;
     logshard_close(early);
 
