@@ -1,9 +1,10 @@
 /* Shard writer: owns a shard's file descriptor, its two batch buffers and
- * the write in flight. See shard.h for the batching scheme. Sealing itself
- * lives in seal.c; this file decides when it may start (nothing left to
- * write) and frees the shard once it is over. Everything a shard has to
- * tell the rest of the daemon goes through report() (shard-events.h): it
- * never calls into the session, the admin socket or the lifecycle. */
+ * the write in flight. See shard.h for the batching scheme. Creating the
+ * file lives in shard-create.c, sealing in seal.c; this file decides when
+ * sealing may start (nothing left to write) and frees the shard once it is
+ * over. Everything a shard has to tell the rest of the daemon goes through
+ * shard__report() (shard-events.h): it never calls into the session, the
+ * admin socket or the lifecycle. */
 #include "shard.h"
 
 #include <assert.h>
@@ -24,6 +25,7 @@
 #include "memory.h"
 #include "notify.h"
 #include "seal.h"
+#include "shard-internal.h"
 #include "shard_format.h"
 #include "streams.h"
 #include "spool_names.h"
@@ -37,7 +39,7 @@
 
 /* Batch buffers count towards the daemon's memory_limit_bytes and their
  * session's session_buffer_bytes; memory.c maps them and keeps the count. */
-static int batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
+int shard__batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
 {
     size_t cap = b->cap ? b->cap : SHARD_BATCH_INITIAL;
 
@@ -50,7 +52,7 @@ static int batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
 
 /* An empty batch gives its memory back: an idle producer's shard holds no
  * buffer, and a burst's buffer does not stay allocated after it. */
-static void batch_release(struct daemon *d, struct shard_batch *b)
+void shard__batch_release(struct daemon *d, struct shard_batch *b)
 {
     memory_map_release(d, &b->buf, &b->cap);
     b->len = 0;
@@ -71,30 +73,23 @@ void shard_unsubscribe(struct shard_subscriber *sub)
         list_del(&sub->node);
 }
 
-enum report {
-    REPORT_WRITTEN,
-    REPORT_FAILED,
-    REPORT_RELEASED,
-    REPORT_SEALED,
-};
-
 static void deliver(const struct shard_events *ev, void *data, struct shard *s,
-                    enum report what, int err)
+                    enum shard_report what, int err)
 {
     switch (what) {
-    case REPORT_WRITTEN:
+    case SHARD_REPORT_WRITTEN:
         if (ev->written)
             ev->written(data, s);
         break;
-    case REPORT_FAILED:
+    case SHARD_REPORT_FAILED:
         if (ev->failed)
             ev->failed(data, s, err);
         break;
-    case REPORT_RELEASED:
+    case SHARD_REPORT_RELEASED:
         if (ev->released)
             ev->released(data, s);
         break;
-    case REPORT_SEALED:
+    case SHARD_REPORT_SEALED:
         if (ev->sealed)
             ev->sealed(data, s, err);
         break;
@@ -102,7 +97,7 @@ static void deliver(const struct shard_events *ev, void *data, struct shard *s,
 }
 
 /* The one way up: every subscriber of the daemon, then the owner. */
-static void report(struct shard *s, enum report what, int err)
+void shard__report(struct shard *s, enum shard_report what, int err)
 {
     struct list_node *n, *tmp;
 
@@ -114,7 +109,7 @@ static void report(struct shard *s, enum report what, int err)
         deliver(s->events, s->owner, s, what, err);
 }
 
-static void mark_dirty(struct shard *s)
+void shard__mark_dirty(struct shard *s)
 {
     if (!list_linked(&s->dirty_node)) {
         list_add_tail(&s->d->dirty_shards, &s->dirty_node);
@@ -124,7 +119,7 @@ static void mark_dirty(struct shard *s)
 
 /* Picks an id above every id used so far by this daemon and, being based on
  * the clock, above those of earlier runs: ids sort by creation time. */
-static uint64_t next_shard_id(struct daemon *d)
+uint64_t shard__next_id(struct daemon *d)
 {
     uint64_t id = now_realtime_ns();
 
@@ -146,110 +141,12 @@ static void shard_free(struct shard *s)
     seal_free(&s->seal);
     free(s->tmp_name);
     free(s->done_name);
-    batch_release(s->d, &s->filling);
-    batch_release(s->d, &s->inflight);
+    shard__batch_release(s->d, &s->filling);
+    shard__batch_release(s->d, &s->inflight);
     if (s->counted_open)
         s->d->open_shards--;
     budget_producer_put(s->d, s->budget);
     free(s);
-}
-
-/* Picks the shard's id and the two names that go with it. */
-static int name_shard(struct shard *s)
-{
-    size_t len = strlen(s->producer);
-    int r;
-
-    s->id = next_shard_id(s->d);
-    free(s->tmp_name);
-    free(s->done_name);
-    s->tmp_name = NULL;
-    s->done_name = NULL;
-    r = spool_name_new(SPOOL_TMP, s->producer, len, s->id, &s->tmp_name);
-    if (r == 0)
-        r = spool_name_new(SPOOL_SHARD, s->producer, len, s->id, &s->done_name);
-    return r;
-}
-
-/* Encodes the header at the start of the filling batch: when the shard
- * opens, and again in place, the same length with another id, when its
- * first name was taken. */
-static int encode_header(struct shard *s)
-{
-    struct shard_header h;
-    int r;
-
-    memset(&h, 0, sizeof(h));
-    h.version = SHARD_FORMAT_VERSION_STREAM;
-    if (s->has_stream) {
-        memcpy(h.stream_id, s->stream_id, SHARD_STREAM_ID_SIZE);
-        h.first_position = s->first_position;
-    }
-    h.source = s->source; /* not the client's: version 4 (shard_header_write_version) */
-    h.uid = s->uid;
-    h.gid = s->gid;
-    h.pid = s->pid;
-    h.shard_id = s->id;
-    h.created_ns = s->created_ns;
-    h.producer_len = strlen(s->producer);
-    memcpy(h.producer, s->producer, h.producer_len);
-    if (s->header_len == 0) {
-        r = batch_reserve(s->d, &s->filling,
-                          shard_header_size_v(shard_header_write_version(&h), h.producer_len));
-        if (r < 0)
-            return r;
-        s->filling.len = shard_encode_header(s->filling.buf, &h);
-        s->header_len = (uint32_t)s->filling.len;
-    } else {
-        size_t len = shard_encode_header(s->filling.buf, &h);
-
-        assert(len == s->header_len);
-        (void)len;
-    }
-    return 0;
-}
-
-static void on_created(struct io_req *req, int res);
-
-/* Files are created on the ring, off the loop: creating a file can take a
- * while (ext4 without a journal, for one, looks past every inode deleted in
- * the last minute), and the loop keeps serving every other producer
- * meanwhile. Records wait in the filling batch until the file is there.
- * Creates in one directory take its lock one at a time in the kernel, so
- * several in flight would only wait (or spin) for each other: the shards
- * that want a file are created by one chain at a time, up to
- * CREATE_CHAIN_MAX of them, one after the other on one worker; those that
- * come meanwhile go with the next chain. */
-#define CREATE_CHAIN_MAX 32u
-
-static void queue_create(struct shard *s)
-{
-    s->creating = true;
-    list_add_tail(&s->d->shards_to_create, &s->create_node);
-    io_want_submit(s->d->io);
-}
-
-static void submit_creates(struct daemon *d)
-{
-    struct shard *s;
-
-    while (d->shard_creates_inflight < CREATE_CHAIN_MAX && !list_empty(&d->shards_to_create)) {
-        struct io_req *req;
-
-        s = list_entry(d->shards_to_create.next, struct shard, create_node);
-        list_del(&s->create_node);
-        req = &s->create_req;
-        memset(req, 0, sizeof(*req));
-        req->op = IO_CREATE;
-        req->fd = d->active_fd;
-        req->oldpath = s->tmp_name;
-        req->cb = on_created;
-        req->data = s;
-        req->link = d->shard_creates_inflight + 1 < CREATE_CHAIN_MAX &&
-                    !list_empty(&d->shards_to_create);
-        d->shard_creates_inflight++;
-        io_queue(d->io, req);
-    }
 }
 
 int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
@@ -288,9 +185,9 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
         s->first_position = ident->first_position;
         s->has_stream = true;
     }
-    r = name_shard(s);
+    r = shard__name(s);
     if (r == 0)
-        r = encode_header(s);
+        r = shard__encode_header(s);
     if (r < 0) {
         shard_free(s);
         return r;
@@ -314,7 +211,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     d->stats.shards_opened++;
     if (s->has_stream)
         streams_shard_opened(d, s->stream_id);
-    queue_create(s);
+    shard__queue_create(s);
     *ret = s;
     return 0;
 }
@@ -332,7 +229,7 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     assert(s->state == SHARD_OPEN);
     if (s->error)
         return s->error;
-    r = batch_reserve(s->d, &s->filling, size);
+    r = shard__batch_reserve(s->d, &s->filling, size);
     if (r < 0)
         return r;
     if (creds)
@@ -352,7 +249,7 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     s->size_queued += size;
     s->budget_taken += size;
     budget_taken(s->d, s->budget, size);
-    mark_dirty(s);
+    shard__mark_dirty(s);
     return 0;
 }
 
@@ -364,7 +261,7 @@ int shard_reserve(struct shard *s, size_t bytes)
 
     if (s->state != SHARD_OPEN || s->error)
         return 0;
-    return batch_reserve(s->d, &s->filling, bytes < room ? bytes : (size_t)room);
+    return shard__batch_reserve(s->d, &s->filling, bytes < room ? bytes : (size_t)room);
 }
 
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
@@ -444,8 +341,6 @@ const char *shard_display_name(const struct shard *s)
     return s->tmp_name;
 }
 
-static void maybe_start_seal(struct shard *s);
-
 /* The next shard of s's stream was held and s failed: the next one keeps
  * nothing (it has written nothing yet), so that no record of the stream
  * reaches the disk after the ones s lost. Its owner hears it as a failure;
@@ -465,11 +360,11 @@ static void cut_for_stream(struct shard *s, const struct shard *prev, int err)
         s->error = err;
         s->records_queued = 0;
         s->size_queued = 0;
-        batch_release(d, &s->inflight);
-        batch_release(d, &s->filling);
-        report(s, REPORT_FAILED, err);
+        shard__batch_release(d, &s->inflight);
+        shard__batch_release(d, &s->filling);
+        shard__report(s, SHARD_REPORT_FAILED, err);
     }
-    maybe_start_seal(s);
+    shard__maybe_start_seal(s);
 }
 
 /* s settled and starts sealing: whatever it lost is known now. The next
@@ -487,10 +382,10 @@ static void release_stream_next(struct shard *s)
     if (err)
         cut_for_stream(next, s, err);
     else if (next->filling.len > 0 && !next->error)
-        mark_dirty(next);
+        shard__mark_dirty(next);
 }
 
-static void maybe_start_seal(struct shard *s)
+void shard__maybe_start_seal(struct shard *s)
 {
     if (s->state != SHARD_RETIRED || !shard_settled(s))
         return;
@@ -585,68 +480,9 @@ static void fail_shard(struct shard *s, int err)
      * only records_written were ever acknowledged. */
     s->records_queued = s->records_written;
     s->size_queued = s->size_written;
-    batch_release(d, &s->inflight);
-    batch_release(d, &s->filling);
-    report(s, REPORT_FAILED, err);
-}
-
-/* The file could not be created: the shard keeps nothing, and none of its
- * records was acknowledged. A shard held behind an earlier one of its
- * stream leaves that chain now; it will never write anything. */
-static void create_failed(struct shard *s, int err)
-{
-    struct daemon *d = s->d;
-
-    if (s->stream_prev) {
-        s->stream_prev->stream_next = NULL;
-        s->stream_prev = NULL;
-        s->held = false;
-    }
-    if (s->error)
-        return; /* cut for its stream already: said then */
-    s->create_error = err;
-    s->error = err;
-    d->stats.io_errors++;
-    log_error("cannot create active/%s for producer %s: %s; its %" PRIu64 " records are "
-              "refused",
-              s->tmp_name, s->producer, strerror(-err), s->records_queued);
-    notify_set_error(d, "cannot create active/%s: %s", s->tmp_name, strerror(-err));
-    s->records_queued = 0;
-    s->size_queued = 0;
-    batch_release(d, &s->inflight);
-    batch_release(d, &s->filling);
-    report(s, REPORT_FAILED, err);
-}
-
-static void on_created(struct io_req *req, int res)
-{
-    struct shard *s = req->data;
-
-    assert(s->creating && s->state != SHARD_SEALING);
-    assert(s->d->shard_creates_inflight > 0);
-    if (--s->d->shard_creates_inflight == 0 && !list_empty(&s->d->shards_to_create))
-        io_want_submit(s->d->io);
-    /* O_EXCL makes a name clash an error instead of an overwrite; the next
-     * id is tried then, with the header saying the same. */
-    if (res == -EEXIST && !s->error && ++s->create_attempts <= 16) {
-        int r = name_shard(s);
-
-        if (r == 0) {
-            (void)encode_header(s);
-            queue_create(s);
-            return;
-        }
-        res = r;
-    }
-    s->creating = false;
-    if (res >= 0) {
-        s->fd = res;
-        if (s->filling.len > 0 && !s->error && !s->held)
-            mark_dirty(s);
-    } else {
-        create_failed(s, res);
-    }
-    maybe_start_seal(s);
+    shard__batch_release(d, &s->inflight);
+    shard__batch_release(d, &s->filling);
+    shard__report(s, SHARD_REPORT_FAILED, err);
 }
 
 static void on_write(struct io_req *req, int res)
@@ -658,14 +494,14 @@ static void on_write(struct io_req *req, int res)
         s->write_busy = false;
         s->sync_wanted = false; /* the linked sync, if any, was cancelled */
         fail_shard(s, res);
-        maybe_start_seal(s);
+        shard__maybe_start_seal(s);
         return;
     }
     if (res == 0) { /* no progress and no error: treat as a full disk */
         s->write_busy = false;
         s->sync_wanted = false;
         fail_shard(s, -ENOSPC);
-        maybe_start_seal(s);
+        shard__maybe_start_seal(s);
         return;
     }
     s->inflight_done += (size_t)res;
@@ -686,9 +522,9 @@ static void on_write(struct io_req *req, int res)
         /* Nothing waits: give back both buffers. The empty filling one is
          * the buffer of the write before this one; kept, it would hold the
          * size of an old burst for as long as the producer stays idle. */
-        batch_release(s->d, &s->inflight);
-        batch_release(s->d, &s->filling);
-        report(s, REPORT_RELEASED, 0);
+        shard__batch_release(s->d, &s->inflight);
+        shard__batch_release(s->d, &s->filling);
+        shard__report(s, SHARD_REPORT_RELEASED, 0);
     }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
@@ -697,9 +533,9 @@ static void on_write(struct io_req *req, int res)
     if (s->sync == SHARD_SYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
         s->dirty_since_ns = now_monotonic_ns();
     if (s->filling.len > 0 && !s->sync_busy)
-        mark_dirty(s);
-    report(s, REPORT_WRITTEN, 0);
-    maybe_start_seal(s);
+        shard__mark_dirty(s);
+    shard__report(s, SHARD_REPORT_WRITTEN, 0);
+    shard__maybe_start_seal(s);
 }
 
 /* A sync's end, an fdatasync of the shard's own or a shared syncfs. */
@@ -745,10 +581,10 @@ static void sync_done(struct shard *s, int res)
             s->error = res;
             s->records_queued = shard_records_acked(s);
             s->size_queued = s->size_written;
-            batch_release(d, &s->filling);
-            report(s, REPORT_FAILED, res);
+            shard__batch_release(d, &s->filling);
+            shard__report(s, SHARD_REPORT_FAILED, res);
         }
-        maybe_start_seal(s);
+        shard__maybe_start_seal(s);
         return;
     }
     if (res >= 0)
@@ -758,9 +594,9 @@ static void sync_done(struct shard *s, int res)
         s->records_synced = s->sync_records;
     }
     if (s->filling.len > 0 && !s->error)
-        mark_dirty(s);
-    report(s, REPORT_WRITTEN, 0);
-    maybe_start_seal(s);
+        shard__mark_dirty(s);
+    shard__report(s, SHARD_REPORT_WRITTEN, 0);
+    shard__maybe_start_seal(s);
 }
 
 void shard_sync_due(struct daemon *d)
@@ -789,7 +625,7 @@ void shard_write_dirty(void *data)
 
     /* The next chain of creates, once the one before it has ended. */
     if (d->shard_creates_inflight == 0)
-        submit_creates(d);
+        shard__submit_creates(d);
 
     list_for_each_safe(n, tmp, &d->dirty_shards) {
         struct shard *s = list_entry(n, struct shard, dirty_node);
@@ -814,7 +650,7 @@ void shard_seal(struct shard *s)
 {
     assert(s->state == SHARD_OPEN);
     s->state = SHARD_RETIRED;
-    maybe_start_seal(s);
+    shard__maybe_start_seal(s);
 }
 
 void shard_sealed(struct shard *s, int err)
@@ -871,6 +707,6 @@ void shard_sealed(struct shard *s, int err)
                                  : 0);
     /* A removed shard was not sealed: whoever waits for its seal (a rotate
      * request) hears the error that kept it from being written. */
-    report(s, REPORT_SEALED, where == SEAL_REMOVED ? (s->error ? s->error : -EIO) : err);
+    shard__report(s, SHARD_REPORT_SEALED, where == SEAL_REMOVED ? (s->error ? s->error : -EIO) : err);
     shard_free(s);
 }

@@ -1,0 +1,56 @@
+/* What shard.c (the writer) and shard-create.c (creating the file) share.
+ * shard.h is the interface the rest of the daemon uses; this header is for
+ * those two files only. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct daemon;
+struct shard;
+struct shard_batch;
+
+/* What a shard tells its subscribers and its owner (shard-events.h). */
+enum shard_report {
+    SHARD_REPORT_WRITTEN,
+    SHARD_REPORT_FAILED,
+    SHARD_REPORT_RELEASED,
+    SHARD_REPORT_SEALED,
+};
+
+/* ---- shard.c ---- */
+
+/* Grows a batch buffer for more bytes, within memory_limit_bytes. Returns
+ * 0 or -ENOMEM. */
+int shard__batch_reserve(struct daemon *d, struct shard_batch *b, size_t more);
+
+/* Gives a batch buffer back. */
+void shard__batch_release(struct daemon *d, struct shard_batch *b);
+
+/* The one way up: every subscriber of the daemon, then the owner. */
+void shard__report(struct shard *s, enum shard_report what, int err);
+
+/* Puts the shard on the list the before-submit hook writes from. */
+void shard__mark_dirty(struct shard *s);
+
+/* An id above every id used so far, by this daemon and by earlier runs. */
+uint64_t shard__next_id(struct daemon *d);
+
+/* Starts the seal of a retired shard once it has settled. */
+void shard__maybe_start_seal(struct shard *s);
+
+/* ---- shard-create.c ---- */
+
+/* Picks the shard's id and its two names. Returns 0 or a negative errno. */
+int shard__name(struct shard *s);
+
+/* Encodes the header at the start of the filling batch (again in place,
+ * the same length, after a new id). Returns 0 or -ENOMEM. */
+int shard__encode_header(struct shard *s);
+
+/* Asks for the shard's file; it is created with the next chain. */
+void shard__queue_create(struct shard *s);
+
+/* Queues the next chain of creates (the before-submit hook, once the chain
+ * before it has ended). */
+void shard__submit_creates(struct daemon *d);
