@@ -306,6 +306,16 @@ int shard_reader_new(struct shard_reader **ret, int fd);
  * lseek(2). */
 int shard_reader_new_range(struct shard_reader **ret, int fd, uint64_t offset, uint64_t len);
 
+/* Reads fd as an active shard, one its writer may still be writing: the
+ * daemon writes zeros ahead of its records (so that their syncs need not
+ * change the file's size) and overwrites them in place. Zeros where an item
+ * may start then read as the end of what is written, and an item that
+ * fails its checks while its last byte is zero as one caught while being
+ * copied in: both are -ENODATA, like a torn tail, and
+ * shard_reader_continue() reads them anew from the file. Never for sealed
+ * shards or merged files, where such bytes are damage. */
+void shard_reader_set_active(struct shard_reader *r);
+
 /* Frees the reader; NULL is fine. */
 void shard_reader_free(struct shard_reader *r);
 

@@ -40,6 +40,9 @@ struct shard_reader {
     bool skipped;        /* damage was skipped: an end without a header is no error */
     off_t fd_base;       /* fd's offset at the start (file offset 0), -1: not seekable */
     uint64_t limit;      /* the file offset read as the end of the file; UINT64_MAX: none */
+    bool active;         /* shard_reader_set_active(): zeros may stand for bytes
+                            not written yet, and bytes read may since have changed */
+    bool error_unwritten; /* the -ENODATA is such zeros, not the end of the file */
 };
 
 int shard_reader_new(struct shard_reader **ret, int fd)
@@ -84,6 +87,11 @@ int shard_reader_new_range(struct shard_reader **ret, int fd, uint64_t offset, u
     r->limit = offset + len;
     *ret = r;
     return 0;
+}
+
+void shard_reader_set_active(struct shard_reader *r)
+{
+    r->active = true;
 }
 
 void shard_reader_free(struct shard_reader *r)
@@ -163,6 +171,7 @@ static int reader_fail(struct shard_reader *r, int err, const char *why)
     r->error_why = why;
     r->error_in_shard = false;
     r->error_size = 0;
+    r->error_unwritten = false;
     return err;
 }
 
@@ -196,6 +205,19 @@ static bool all_zero(const unsigned char *p, size_t n)
     return n == 0;
 }
 
+/* An active shard's writer that writes zeros ahead of its records
+ * overwrites them in place while we read: zeros where an item may start
+ * are space not written yet, and an item that fails its checks while its
+ * last byte is still zero is one caught while it was being copied in, its
+ * end not there yet. Both are where the written part ends, as a torn tail
+ * is; reading on once they are overwritten finds the item. */
+static int unwritten(struct shard_reader *r, const char *why)
+{
+    item_fail(r, -ENODATA, why, 0);
+    r->error_unwritten = true;
+    return -ENODATA;
+}
+
 static int read_trailer(struct shard_reader *r, struct shard_item *ret)
 {
     const unsigned char *p;
@@ -203,6 +225,7 @@ static int read_trailer(struct shard_reader *r, struct shard_item *ret)
     uint32_t len;
     ssize_t avail = reader_fill(r, SHARD_TRAILER_MIN);
     const char *why = NULL;
+    bool bad;
 
     if (avail < 0)
         return reader_fail(r, (int)avail, "read error");
@@ -217,14 +240,23 @@ static int read_trailer(struct shard_reader *r, struct shard_item *ret)
     if ((size_t)avail < len)
         return item_fail(r, -ENODATA, "file ends inside the seal trailer", 0);
     p = r->buf + r->start;
-    if (shard_decode_trailer(p, p + len - SHARD_TRAILER_TAIL, &r->trailer, &why) < 0)
+    bad = shard_decode_trailer(p, p + len - SHARD_TRAILER_TAIL, &r->trailer, &why) < 0;
+    if (!bad) {
+        bad = true;
+        if (!all_zero(p + 8, len - SHARD_TRAILER_MIN))
+            why = "the seal trailer's padding is not all zero";
+        else if (r->trailer.shard_len != offset - r->header_offset)
+            why = "the seal trailer gives the wrong shard length";
+        else if (r->trailer.records != r->shard_records)
+            why = "the seal trailer gives the wrong record count";
+        else
+            bad = false;
+    }
+    if (bad) {
+        if (r->active && p[len - 1] == 0)
+            return unwritten(r, "seal trailer being written (ends in zeros)");
         return item_fail(r, -EBADMSG, why, 0);
-    if (!all_zero(p + 8, len - SHARD_TRAILER_MIN))
-        return item_fail(r, -EBADMSG, "the seal trailer's padding is not all zero", 0);
-    if (r->trailer.shard_len != offset - r->header_offset)
-        return item_fail(r, -EBADMSG, "the seal trailer gives the wrong shard length", 0);
-    if (r->trailer.records != r->shard_records)
-        return item_fail(r, -EBADMSG, "the seal trailer gives the wrong record count", 0);
+    }
     r->sealed = true;
     ret->kind = SHARD_ITEM_TRAILER;
     ret->offset = offset;
@@ -236,13 +268,10 @@ static int read_trailer(struct shard_reader *r, struct shard_item *ret)
     return 1;
 }
 
-int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
+static int next_item(struct shard_reader *r, struct shard_item *ret)
 {
     ssize_t avail;
     const unsigned char *p;
-
-    if (r->error)
-        return r->error;
 
     avail = reader_fill(r, SHARD_RECORD_HEADER);
     if (avail < 0)
@@ -292,6 +321,8 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         return read_trailer(r, ret);
     if ((size_t)avail < SHARD_RECORD_HEADER)
         return item_fail(r, -ENODATA, "file ends inside a record header", 0);
+    if (r->active && all_zero(p, SHARD_RECORD_HEADER))
+        return unwritten(r, "unwritten space (zeros) after the last record");
 
     {
         uint32_t crc = wire_get_u32(p + 4);
@@ -310,8 +341,11 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         p = r->buf + r->start;
         if ((size_t)avail < size)
             return item_fail(r, -ENODATA, "file ends inside a record", 0);
-        if (shard_record_crc(p, p + body, len) != crc)
+        if (shard_record_crc(p, p + body, len) != crc) {
+            if (r->active && p[size - 1] == 0)
+                return unwritten(r, "record being written (ends in zeros)");
             return item_fail(r, -EBADMSG, "record CRC mismatch", size);
+        }
         ret->kind = SHARD_ITEM_RECORD;
         ret->offset = r->buf_offset + r->start;
         ret->header = &r->header;
@@ -333,6 +367,13 @@ int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
         r->shard_records++;
         return 1;
     }
+}
+
+int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
+{
+    if (r->error)
+        return r->error;
+    return next_item(r, ret);
 }
 
 /* ---- skipping damage ---- */
@@ -577,6 +618,7 @@ done:
     r->error_why = NULL;
     r->error_in_shard = false;
     r->error_size = 0;
+    r->error_unwritten = false;
     r->skipped = true;
     *ret = s;
     return rc;
@@ -592,6 +634,18 @@ int shard_reader_continue(struct shard_reader *r)
 {
     if (r->error && r->error != -ENODATA)
         return r->error;
+    if (r->error_unwritten) {
+        /* The buffered bytes from the error on were zeros that the writer
+         * has overwritten since, or is overwriting: read them anew. */
+        if (r->fd_base < 0)
+            return -ESPIPE;
+        if (lseek(r->fd, r->fd_base + (off_t)r->error_offset, SEEK_SET) < 0)
+            return -errno;
+        r->buf_offset = r->error_offset;
+        r->start = 0;
+        r->end = 0;
+        r->error_unwritten = false;
+    }
     /* A torn item was never consumed (reader_fail leaves start where the
      * item begins), so reading on from the buffered bytes is exact. */
     r->error = 0;

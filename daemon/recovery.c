@@ -204,6 +204,9 @@ static int scan_file(int fd, struct scan *ret)
     r = shard_reader_new(&reader, fd);
     if (r < 0)
         return r;
+    /* Written as an active shard: zeros the daemon wrote ahead end what
+     * it wrote, as a torn tail does. */
+    shard_reader_set_active(reader);
     r = shard_reader_next(reader, &item);
     if (r == 1) {
         /* The reader returns nothing before a header. */

@@ -106,7 +106,7 @@ static void drain(struct follow *fl, struct followed *f, bool print, bool sealed
     }
     /* At the end, or at a record still being written: read on from there
      * on the next event. */
-    (void)shard_reader_continue(f->reader); /* cannot fail after 0 or -ENODATA */
+    (void)shard_reader_continue(f->reader); /* only a seek can fail; the reader then stays put */
 }
 
 static struct followed *find(struct follow *fl, const char *name)
@@ -195,6 +195,7 @@ static void add(struct follow *fl, const char *name, bool from_start)
         fl->failed = true;
         return;
     }
+    shard_reader_set_active(f->reader);
     f->fd = fd;
     f->parsed = parsed;
     f->next = fl->list;

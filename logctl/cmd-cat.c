@@ -401,6 +401,8 @@ int cat_shard_range(int fd, const char *path, const struct cat_opts *o, bool act
     } else {
         r = shard_reader_new_range(&reader, fd, offset, len);
     }
+    if (r == 0 && active)
+        shard_reader_set_active(reader);
     if (r < 0) {
         fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
         return r;

@@ -628,15 +628,23 @@ int ship_source_read(struct ship_source *src, int spool_fd, struct shard_item *r
         r = shard_reader_new(&src->r, src->fd);
         if (r < 0)
             return r;
+        if (src->active)
+            shard_reader_set_active(src->r);
         src->r_pos = src->first;
     }
-    for (;;) {
+    for (bool looked_again = false;;) {
         r = shard_reader_next(src->r, ret);
         if (r == -ENODATA || r == 0) {
             /* An active shard being written: what is acknowledged is
-             * written, but may reach the reader only on the next look. */
-            if (src->active && shard_reader_continue(src->r) == 0)
-                return 0;
+             * written, but may reach the reader only on the next look.
+             * One sealed since the reader stopped at its zeros has its
+             * records there now: look once more. */
+            if ((src->active || !looked_again) && shard_reader_continue(src->r) == 0) {
+                if (src->active)
+                    return 0;
+                looked_again = true;
+                continue;
+            }
             return r == 0 ? -ENODATA : r;
         }
         if (r < 0)

@@ -1,7 +1,7 @@
 /* Unit tests for the reader of common/shard_reader.c over real files in a
  * temporary directory: single shards, records larger than the reader's first
- * buffer, merged files, torn tails cut at every byte, corruption, empty and
- * garbage files. Sealed shards, seal trailers and finding a shard from its
+ * buffer, merged files, torn tails cut at every byte, corruption, active
+ * shards with zeros written ahead, empty and garbage files. Sealed shards, seal trailers and finding a shard from its
  * trailer are in test-shard-trailer.c; the codec itself is tested in
  * test-shard-format.c. */
 #include <errno.h>
@@ -293,6 +293,88 @@ static void test_reader_corrupt_record(void **state)
     free(b.p);
 }
 
+/* Overwrites len bytes at offset in place, as the daemon overwrites the
+ * zeros it wrote ahead while a reader has the file open. */
+static void overwrite_at(const char *path, size_t offset, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, data, len, (off_t)offset), (ssize_t)len);
+    assert_int_equal(close(fd), 0);
+}
+
+static void test_reader_active_zeros(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header h = make_header("ahead", 5);
+    struct bytebuf b = { 0 };
+    size_t off[4], zeros = 65536;
+    unsigned char *file;
+    struct open_reader o;
+    uint64_t where;
+    const char *why;
+
+    add_header(&b, &h);
+    for (unsigned i = 0; i < 4; i++)
+        off[i] = add_record(&b, 5, i, 100);
+    assert_int_not_equal(b.p[off[3] - 1], 0); /* record 2 ends in a non-zero byte */
+    /* Records 0 and 1 written, zeros ahead of them. */
+    file = calloc(1, off[2] + zeros);
+    assert_non_null(file);
+    memcpy(file, b.p, off[2]);
+    write_file(f->path, file, off[2] + zeros);
+
+    /* Read as a sealed file would be, the zeros are damage. */
+    o = reader_open(f->path);
+    expect_header_item(o.r, 0, &h);
+    expect_record_item(o.r, off[0], 5, 0, 100, "ahead");
+    expect_record_item(o.r, off[1], 5, 1, 100, "ahead");
+    expect_error(o.r, -EBADMSG, off[2], "impossible record length");
+    reader_close(&o);
+
+    /* Read as an active shard, they are where the written part ends. */
+    o = reader_open(f->path);
+    shard_reader_set_active(o.r);
+    expect_header_item(o.r, 0, &h);
+    expect_record_item(o.r, off[0], 5, 0, 100, "ahead");
+    expect_record_item(o.r, off[1], 5, 1, 100, "ahead");
+    expect_error(o.r, -ENODATA, off[2], "unwritten space (zeros) after the last record");
+    assert_int_equal(shard_reader_records(o.r), 2);
+    assert_int_equal(shard_reader_valid_end(o.r), off[2]);
+
+    /* Record 2 caught while it is copied in: all but its last byte. */
+    overwrite_at(f->path, off[2], b.p + off[2], off[3] - off[2] - 1);
+    assert_int_equal(shard_reader_continue(o.r), 0);
+    expect_error(o.r, -ENODATA, off[2], "record being written (ends in zeros)");
+    /* Whole now: the reader reads it anew rather than from its buffer. */
+    overwrite_at(f->path, off[3] - 1, b.p + off[3] - 1, 1);
+    assert_int_equal(shard_reader_continue(o.r), 0);
+    expect_record_item(o.r, off[2], 5, 2, 100, "ahead");
+    expect_error(o.r, -ENODATA, off[3], "unwritten space (zeros) after the last record");
+    assert_int_equal(shard_reader_records(o.r), 3);
+
+    /* A record that fails its CRC while its last byte is not zero is
+     * damage even in an active shard. */
+    {
+        unsigned char bad[100 + 16];
+
+        memcpy(bad, b.p + off[3], sizeof(bad));
+        bad[20] ^= 0x40;
+        overwrite_at(f->path, off[3], bad, sizeof(bad));
+    }
+    assert_int_equal(shard_reader_continue(o.r), 0);
+    assert_int_equal(shard_reader_next(o.r, &(struct shard_item){ 0 }), -EBADMSG);
+    shard_reader_error(o.r, &where, &why);
+    assert_int_equal(where, off[3]);
+    assert_string_equal(why, "record CRC mismatch");
+    /* ... which no waiting repairs. */
+    assert_int_equal(shard_reader_continue(o.r), -EBADMSG);
+    reader_close(&o);
+    free(file);
+    free(b.p);
+}
+
 static void test_reader_empty_and_garbage(void **state)
 {
     struct fixture *f = *state;
@@ -364,6 +446,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_merged, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_torn_tail, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_corrupt_record, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_reader_active_zeros, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_empty_and_garbage, setup_dir, teardown_dir),
     };
 

@@ -151,7 +151,7 @@ static void check_trailer_item(const struct shard_item *it, const uint8_t *data,
 
 /* Reads the whole file through, skipping damage; flags as for
  * shard_reader_skip_damage. */
-static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
+static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags, bool active)
 {
     struct shard_reader *r = NULL;
     struct shard_item it;
@@ -163,6 +163,8 @@ static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
 
     FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
     FUZZ_CHECK(shard_reader_new(&r, fd) == 0 && r);
+    if (active)
+        shard_reader_set_active(r);
     for (;;) {
         memset(&it, 0xa5, sizeof(it));
         rc = shard_reader_next(r, &it);
@@ -245,6 +247,36 @@ static void salvage(int fd, const uint8_t *data, size_t size, unsigned flags)
     shard_reader_free(r);
 }
 
+/* Reads the file again as an active shard (shard_reader_set_active): zeros
+ * and records ending in zeros never make an item valid, so the items are
+ * the same and the reader stops at the same offset, at most calling the
+ * stop -ENODATA where the first pass found -EBADMSG. Continuing there
+ * reads the same bytes anew and stops again the same way. */
+static void read_active(int fd, size_t size, int want_rc, uint64_t want_end, uint64_t want_records)
+{
+    struct shard_reader *r = NULL;
+    struct shard_item it;
+    uint64_t offset;
+    const char *why;
+    int rc;
+
+    FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    FUZZ_CHECK(shard_reader_new(&r, fd) == 0 && r);
+    shard_reader_set_active(r);
+    while ((rc = shard_reader_next(r, &it)) == 1)
+        FUZZ_CHECK(it.offset < size);
+    FUZZ_CHECK(shard_reader_valid_end(r) == want_end);
+    FUZZ_CHECK(shard_reader_records(r) == want_records);
+    FUZZ_CHECK(rc == want_rc || (rc == -ENODATA && want_rc == -EBADMSG));
+    if (rc == -ENODATA) {
+        FUZZ_CHECK(shard_reader_continue(r) == 0);
+        FUZZ_CHECK(shard_reader_next(r, &it) == -ENODATA);
+        shard_reader_error(r, &offset, &why);
+        FUZZ_CHECK(offset == want_end && why && *why);
+    }
+    shard_reader_free(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct shard_reader *r = NULL;
@@ -313,7 +345,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(shard_reader_valid_end(r) == expect);
     }
     shard_reader_free(r);
-    salvage(fd, data, size, 0);
-    salvage(fd, data, size, SHARD_SKIP_GROWING);
+    read_active(fd, size, rc, expect, records);
+    salvage(fd, data, size, 0, false);
+    salvage(fd, data, size, SHARD_SKIP_GROWING, false);
+    salvage(fd, data, size, SHARD_SKIP_GROWING, true);
     return 0;
 }

@@ -276,6 +276,11 @@ def shard_seeds():
     len3 = hdr3 + record(b"one") + record(b"two", length=9) + record(b"three")
     s["v3-salvage-resync-merged"] = (len3 + trailer(len(len3), 3) + sealed(b"beta", shard_id=2) +
                                      sealed(b"app", shard_id=3, first=103, **v3))
+    # An active shard with zeros written ahead of its records, one of them
+    # caught while it was being copied in (its end still zero).
+    s["active-zeros-ahead"] = shard() + bytes(4096)
+    half = record(b"four")
+    s["active-record-being-written"] = shard() + half[:-1] + bytes(1 + 4096)
     # Version 4: the source in the header, the sender's credentials on the
     # records that carry them (the flag in the length field).
     s.update(v4_seeds())
