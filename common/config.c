@@ -44,7 +44,8 @@ struct key_spec {
 
 static const char *const fsync_policy_names[] = { "none", "interval", "batch", "always", NULL };
 static const char *const io_backend_names[] = { "auto", "uring", "threads", NULL };
-static const char *const sync_method_names[] = { "auto", "fdatasync", "syncfs", NULL };
+static const char *const sync_method_names[] = { "auto", "fdatasync", "syncfs", "one-flush",
+                                                      NULL };
 static const char *const ship_compression_names[] = { "none", "gzip", "snappy", "lz4", "zstd",
                                                       NULL };
 static const char *const ship_on_shipped_names[] = { "keep", "delete", NULL };
@@ -69,7 +70,7 @@ static const struct key_spec keys[] = {
       fsync_policy_names },
     { "sync", "fsync_interval", KEY_DURATION, offsetof(struct config, fsync_interval_ms), 1,
       3600ull * 1000, NULL },
-    { "sync", "sync_method", KEY_ENUM, offsetof(struct config, sync_method), 0, 2,
+    { "sync", "sync_method", KEY_ENUM, offsetof(struct config, sync_method), 0, 3,
       sync_method_names },
     { "limits", "max_record_bytes", KEY_SIZE, offsetof(struct config, max_record_bytes), 1,
       WIRE_MAX_RECORD_BYTES, NULL },
@@ -1068,7 +1069,7 @@ int config_add_producer_quota(struct config *c, const char *pattern, const char 
 
 const char *config_sync_method_name(enum sync_method m)
 {
-    return (unsigned)m < 3 ? sync_method_names[m] : "unknown";
+    return (unsigned)m < 4 ? sync_method_names[m] : "unknown";
 }
 
 const char *config_io_backend_name(enum io_backend b)

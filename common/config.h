@@ -67,10 +67,15 @@ struct config_quota {
 /* How fsync = batch makes the shards' written records durable ([sync]
  * sync_method). */
 enum sync_method {
-    SYNC_METHOD_AUTO = 0,      /* syncfs when the spool is a file system of its own */
+    SYNC_METHOD_AUTO = 0,      /* one-flush on ext4 and XFS, else syncfs when the spool
+                                * is a file system of its own, else fdatasync */
     SYNC_METHOD_FDATASYNC = 1, /* one fdatasync per shard per write */
-    SYNC_METHOD_SYNCFS = 2     /* one syncfs of the spool's file system per loop tick,
+    SYNC_METHOD_SYNCFS = 2,    /* one syncfs of the spool's file system per loop tick,
                                 * covering every shard that wrote in it */
+    SYNC_METHOD_ONE_FLUSH = 3  /* space written with zeros and synced ahead of the
+                                * records, each shard's new bytes written back with
+                                * sync_file_range, then one fdatasync whose cache
+                                * flush covers every shard that wrote */
 };
 
 enum io_backend {

@@ -134,9 +134,10 @@ struct daemon {
     int done_fd;
     size_t seal_align; /* sealed shards end on a multiple of this (0: none) */
     struct batch_pool batch_pool; /* memory.c's */
-    /* fsync = batch syncs with one syncfs per tick ([sync] sync_method,
-     * settled at start), and the shared syncs' state (group-sync.c's). */
-    bool syncfs_in_use;
+    /* What fsync = batch syncs with ([sync] sync_method, settled at start:
+     * SYNC_METHOD_FDATASYNC, _SYNCFS or _ONE_FLUSH), and the shared syncs'
+     * state (group-sync.c's). */
+    enum sync_method batch_sync;
     struct group_sync group_sync;
     uint64_t last_shard_id;
 

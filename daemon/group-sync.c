@@ -1,5 +1,6 @@
-/* Shared syncs (group-sync.h): one syncfs of the spool's file system for
- * every shard that wrote since the last one started. */
+/* Shared syncs (group-sync.h): one syncfs of the spool's file system, or
+ * one flushing fdatasync, for every shard that wrote since the last one
+ * started. */
 #include "group-sync.h"
 
 #include "daemon.h"
@@ -21,7 +22,7 @@ void group_sync_join(struct daemon *d, struct group_member *m)
     io_want_submit(d->io); /* the loop must come round to group_sync_submit */
 }
 
-static void on_syncfs(struct io_req *req, int res)
+static void on_shared_sync(struct io_req *req, int res)
 {
     struct group_sync_slot *slot = req->data;
     struct daemon *d = slot->d;
@@ -52,14 +53,38 @@ void group_sync_submit(struct daemon *d)
             slot = &g->slot[i];
     if (!slot)
         return; /* starts when one of those in flight ends */
-    list_move_all(&slot->covered, &g->waiting);
     slot->busy = true;
     slot->d = d;
-    slot->req = (struct io_req){
-        .op = IO_SYNCFS,
-        .fd = d->active_fd,
-        .cb = on_syncfs,
-        .data = slot,
-    };
+    if (d->batch_sync == SYNC_METHOD_ONE_FLUSH) {
+        struct group_member *own = NULL;
+        struct list_node *n, *tmp;
+
+        list_for_each_safe(n, tmp, &g->waiting) {
+            struct group_member *m = list_entry(n, struct group_member, node);
+
+            if (m->own_file && own)
+                continue; /* the next sync is of its file */
+            if (m->own_file)
+                own = m;
+            list_del(&m->node);
+            list_add_tail(&slot->covered, &m->node);
+        }
+        if (!own)
+            own = list_entry(slot->covered.next, struct group_member, node);
+        slot->req = (struct io_req){
+            .op = IO_FDATASYNC,
+            .fd = own->fd,
+            .cb = on_shared_sync,
+            .data = slot,
+        };
+    } else {
+        list_move_all(&slot->covered, &g->waiting);
+        slot->req = (struct io_req){
+            .op = IO_SYNCFS,
+            .fd = d->active_fd,
+            .cb = on_shared_sync,
+            .data = slot,
+        };
+    }
     io_queue(d->io, &slot->req);
 }

@@ -1,16 +1,22 @@
-/* Shared syncs: under fsync = batch with sync_method syncfs, the shards
- * that wrote in a loop tick are made durable together, by one syncfs(2) of
- * the spool's file system, instead of one fdatasync each.
+/* Shared syncs: under fsync = batch with sync_method syncfs or one-flush,
+ * the shards that wrote in a loop tick are made durable together instead of
+ * by one fdatasync each: by one syncfs(2) of the spool's file system, or,
+ * under one-flush, by one fdatasync of a member's file, whose cache flush
+ * makes durable every write that completed on the disk before it (each
+ * member wrote into space prepared ahead, so its data needs no metadata,
+ * and waited for its pages' write-back with sync_file_range before it
+ * joined).
  *
  * A shard whose write completed joins the group; at the end of the tick
- * (group_sync_submit(), after the writes are queued) one syncfs starts and
+ * (group_sync_submit(), after the writes are queued) one sync starts and
  * covers every member that joined before it. Members joining while it runs
  * are not covered by it (it may have started before their write was in
- * the page cache): the next tick starts another for them, up to
- * GROUP_SYNC_INFLIGHT at once, and beyond that they wait for one to end. When it completes, each member it covered hears the
- * result. A failed syncfs fails every member it covered: which file's pages
- * failed cannot be told, so none of them is trusted (the same rule as a
- * failed fdatasync, never retried). */
+ * the page cache or on the disk): the next tick starts another for them,
+ * up to GROUP_SYNC_INFLIGHT at once, and beyond that they wait for one to
+ * end. When it completes, each member it covered hears the result. A failed
+ * sync fails every member it covered: which file's pages failed cannot be
+ * told, so none of them is trusted (the same rule as a failed fdatasync,
+ * never retried). */
 #pragma once
 
 #include <stdbool.h>
@@ -23,7 +29,15 @@ struct daemon;
 
 struct group_member {
     struct list_node node; /* internal */
-    /* The result of the syncfs that covered this member: 0 or a negative
+    /* Under one-flush, the member's file: the shared fdatasync may be of
+     * any member's file, which stays open until its done has run. */
+    int fd;
+    /* Under one-flush, the member's file has metadata to make durable (zeros
+     * written ahead, shard-prepare.c): the shared fdatasync is of its file,
+     * which costs no cache flush of its own. One such member per sync; the
+     * others wait for the next. */
+    bool own_file;
+    /* The result of the sync that covered this member: 0 or a negative
      * errno. Called once per join, from the loop. */
     void (*done)(struct group_member *m, int res);
 };
@@ -33,7 +47,7 @@ struct group_member {
 #define GROUP_SYNC_INFLIGHT 2u
 
 struct group_sync_slot {
-    struct list_node covered; /* what this syncfs covers */
+    struct list_node covered; /* what this sync covers */
     bool busy;
     struct io_req req;
     struct daemon *d;
@@ -42,7 +56,7 @@ struct group_sync_slot {
 struct group_sync {
     struct list_node waiting; /* joined since the last syncfs started */
     struct group_sync_slot slot[GROUP_SYNC_INFLIGHT];
-    uint64_t syncs;   /* syncfs calls completed */
+    uint64_t syncs;   /* shared syncs completed */
     uint64_t members; /* members they covered: members / syncs shards per sync */
 };
 
@@ -52,7 +66,7 @@ void group_sync_init(struct daemon *d);
  * m->done. m must not be in the group already. */
 void group_sync_join(struct daemon *d, struct group_member *m);
 
-/* The end of a loop tick, after the writes are queued: starts a syncfs for
- * the members waiting, unless one is in flight (it starts when that one
- * ends). */
+/* The end of a loop tick, after the writes are queued: starts a sync for
+ * the members waiting, unless GROUP_SYNC_INFLIGHT are in flight (it starts
+ * when one of them ends). */
 void group_sync_submit(struct daemon *d);

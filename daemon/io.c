@@ -41,6 +41,8 @@ struct io_faults {
     uint64_t fdatasyncs;
     uint64_t fail_syncfs_at;    /* 1-based; 0: never */
     uint64_t syncfs_calls;
+    uint64_t fail_sync_range_at; /* 1-based; 0: never */
+    uint64_t sync_ranges;
 };
 
 struct io {
@@ -90,6 +92,8 @@ static void faults_parse(struct io_faults *f)
             f->fail_fdatasync_at = strtoull(t + 14, NULL, 10);
         else if (strncmp(t, "syncfs_eio=", 11) == 0)
             f->fail_syncfs_at = strtoull(t + 11, NULL, 10);
+        else if (strncmp(t, "sync_range_eio=", 15) == 0)
+            f->fail_sync_range_at = strtoull(t + 15, NULL, 10);
     }
     free(copy);
 }
@@ -108,10 +112,19 @@ static uint32_t write_len(const struct io *io, const struct io_req *req)
     return req->len;
 }
 
+/* IO_SYNC_RANGE: start the range's write-back and wait for it, after any
+ * write-back already under way, so every page dirty at submission is on
+ * the device when it completes. */
+#define SYNC_RANGE_FLAGS \
+    (SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)
+
 /* Counts a completed request and lets faults turn a sync into a failure. */
 static int sync_result(struct io *io, const struct io_req *req, int res)
 {
     io->completions++;
+    if (req->op == IO_SYNC_RANGE && res != -ECANCELED && io->faults.fail_sync_range_at &&
+        ++io->faults.sync_ranges == io->faults.fail_sync_range_at)
+        return -EIO;
     if (req->op != IO_FDATASYNC && req->op != IO_FSYNC && req->op != IO_SYNCFS)
         return res;
     if (res >= 0)
@@ -174,6 +187,9 @@ static void uring_prep(struct io *io, struct io_uring_sqe *sqe, struct io_req *r
         break;
     case IO_FSYNC:
         io_uring_prep_fsync(sqe, req->fd, 0);
+        break;
+    case IO_SYNC_RANGE:
+        io_uring_prep_sync_file_range(sqe, req->fd, req->len, req->offset, SYNC_RANGE_FLAGS);
         break;
     case IO_RENAMEAT:
         io_uring_prep_renameat(sqe, req->fd, req->oldpath, req->newdirfd, req->newpath,
@@ -369,6 +385,9 @@ static int run_one(const struct io *io, const struct io_req *req)
             break;
         case IO_FSYNC:
             n = fsync(req->fd);
+            break;
+        case IO_SYNC_RANGE:
+            n = sync_file_range(req->fd, (off_t)req->offset, (off_t)req->len, SYNC_RANGE_FLAGS);
             break;
         case IO_RENAMEAT:
             n = renameat2(req->fd, req->oldpath, req->newdirfd, req->newpath, RENAME_NOREPLACE);

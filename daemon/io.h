@@ -23,6 +23,9 @@ enum io_op {
     IO_FSYNC,     /* fsync(fd), for directories */
     IO_RENAMEAT,  /* renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE):
                      never replaces an existing file (-EEXIST) */
+    IO_SYNC_RANGE, /* sync_file_range(fd, offset, len, WAIT_BEFORE | WRITE | WAIT_AFTER):
+                      the range's dirty pages written out and waited for, no metadata
+                      and no cache flush of the disk; its write-back errors reported */
     IO_SYNCFS,    /* syncfs(fd): io_uring has no such operation, so both backends run
                      it on libuv's thread pool; never linked, nor linked to */
     IO_CREATE,    /* a new file oldpath in the directory fd, mode 0640, opened for

@@ -250,23 +250,6 @@ static const struct recovery_ops recovery_ops = {
     .progress = on_recovery_progress,
 };
 
-/* [sync] sync_method: auto takes syncfs when the spool directory is the
- * root of a file system of its own (its device differs from its parent's),
- * where a syncfs writes back nothing but the spool. */
-static bool syncfs_wanted(const struct daemon *d)
-{
-    struct stat spool, parent;
-
-    switch ((enum sync_method)d->config.sync_method) {
-    case SYNC_METHOD_FDATASYNC: return false;
-    case SYNC_METHOD_SYNCFS: return true;
-    case SYNC_METHOD_AUTO: break;
-    }
-    if (fstat(d->spool_fd, &spool) < 0 || fstatat(d->spool_fd, "..", &parent, 0) < 0)
-        return false;
-    return spool.st_dev != parent.st_dev;
-}
-
 /* Each loop tick ends here, before the I/O is handed over: the connections
  * that waited for their turn are read, then every shard with records
  * waiting queues its write. */
@@ -279,7 +262,7 @@ static void before_submit(void *data)
 
 static int run(struct daemon *d)
 {
-    const char *io_why = NULL;
+    const char *io_why = NULL, *batch_sync_why = "";
     char why[1024];
     int n_fds, r;
 
@@ -288,7 +271,7 @@ static int run(struct daemon *d)
         log_error("%s", why);
         return 1;
     }
-    d->syncfs_in_use = syncfs_wanted(d);
+    d->batch_sync = spool_batch_sync(d, &batch_sync_why);
     group_sync_init(d);
     r = recovery_run(d->spool_fd, d->active_fd, d->done_fd, &recovery_ops, NULL);
     if (r < 0) {
@@ -405,12 +388,13 @@ static int run(struct daemon *d)
         log_error("metrics file %s: out of memory; no metrics are written",
                   d->config.metrics_file ? d->config.metrics_file : "(none)");
 
-    log_info("listening on %s%s, admin socket %s, spool %s, fsync %s (batch syncs with %s), %s",
+    log_info("listening on %s%s, admin socket %s, spool %s, fsync %s (batch syncs with %s, %s), "
+             "%s",
              listener_path(d->listener),
              listener_activated(d->listener) ? " (socket from systemd)" : "",
              d->admin ? admin_path(d->admin) : "none", d->config.spool,
              config_fsync_policy_name((enum fsync_policy)d->config.fsync_policy),
-             d->syncfs_in_use ? "syncfs" : "fdatasync",
+             config_sync_method_name(d->batch_sync), batch_sync_why,
              io_backend_in_use(d->io) == IO_BACKEND_URING ? "io_uring" : "thread-pool I/O");
     r = notify_start(d);
     if (r < 0)

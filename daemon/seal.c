@@ -354,10 +354,12 @@ void seal_start(struct shard *s)
      * upper bound, which is what merge --before needs. */
     t.newest_ns = s->newest_record_ns ? s->newest_record_ns : s->created_ns;
     /* After a write or sync error the file may hold bytes nothing vouched
-     * for past the last good write or sync; cut them so the shard holds
-     * exactly what was acknowledged. */
-    if (s->error && ftruncate(s->fd, (off_t)keep) < 0) {
-        finish_later(s, -errno, "truncate after an I/O error");
+     * for past the last good write or sync; under one-flush, zeros written
+     * ahead of the records (shard-prepare.c). Cut them so the shard holds
+     * exactly what was acknowledged, and its trailer ends the file. */
+    if ((s->error || s->fill_end > keep) && ftruncate(s->fd, (off_t)keep) < 0) {
+        finish_later(s, -errno,
+                     s->error ? "truncate after an I/O error" : "cutting the zeros written ahead");
         return;
     }
     t.trailer_len = (uint32_t)shard_trailer_size(keep, s->d->seal_align);

@@ -39,6 +39,11 @@ uint64_t shard__next_id(struct daemon *d);
 /* Starts the seal of a retired shard once it has settled. */
 void shard__maybe_start_seal(struct shard *s);
 
+/* A sync of the shard's file failed (what names it, for the log): nothing
+ * after what earlier syncs proved is trusted, the shard takes no more
+ * records, its owner hears it. */
+void shard__sync_failed(struct shard *s, const char *what, int res);
+
 /* ---- shard-create.c ---- */
 
 /* Picks the shard's id and its two names. Returns 0 or a negative errno. */
@@ -54,3 +59,11 @@ void shard__queue_create(struct shard *s);
 /* Queues the next chain of creates (the before-submit hook, once the chain
  * before it has ended). */
 void shard__submit_creates(struct daemon *d);
+
+/* ---- shard-prepare.c ---- */
+
+/* Under one-flush, after a write of wrote bytes completed (0: after a
+ * fill): queues zeros after the records written, for the next shared
+ * fdatasync to make durable, when the space prepared ahead runs short,
+ * unless a fill is in flight, fills failed or the shard is no longer open. */
+void shard__prepare_ahead(struct shard *s, uint64_t wrote);

@@ -284,7 +284,12 @@ enum shard_sync shard_sync_for_policy(const struct daemon *d, unsigned fsync_pol
     switch ((enum fsync_policy)fsync_policy) {
     case FSYNC_NONE: return SHARD_SYNC_AT_SEAL;
     case FSYNC_INTERVAL: return SHARD_SYNC_INTERVAL;
-    case FSYNC_BATCH: return d->syncfs_in_use ? SHARD_SYNC_SHARED : SHARD_SYNC_EACH_WRITE;
+    case FSYNC_BATCH:
+        switch (d->batch_sync) {
+        case SYNC_METHOD_SYNCFS: return SHARD_SYNC_SHARED;
+        case SYNC_METHOD_ONE_FLUSH: return SHARD_SYNC_FLUSH;
+        default: return SHARD_SYNC_EACH_WRITE;
+        }
     case FSYNC_ALWAYS: return SHARD_SYNC_EACH_WRITE;
     }
     assert(!"an fsync policy config.c does not know");
@@ -293,12 +298,17 @@ enum shard_sync shard_sync_for_policy(const struct daemon *d, unsigned fsync_pol
 
 const char *shard_sync_name(const struct shard *s)
 {
-    return s->sync == SHARD_SYNC_SHARED ? "syncfs" : "fdatasync";
+    switch (s->sync) {
+    case SHARD_SYNC_SHARED: return "syncfs";
+    case SHARD_SYNC_FLUSH: return "write-back and shared fdatasync";
+    default: return "fdatasync";
+    }
 }
 
 bool shard_syncs_each_write(const struct shard *s)
 {
-    return s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_SHARED;
+    return s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_SHARED ||
+           s->sync == SHARD_SYNC_FLUSH;
 }
 
 uint64_t shard_records_acked(const struct shard *s)
@@ -333,7 +343,8 @@ uint64_t shard_buffer_bytes(const struct shard *s)
 
 bool shard_settled(const struct shard *s)
 {
-    return !s->creating && !s->write_busy && !s->sync_busy && !s->sync_wanted && s->filling.len == 0;
+    return !s->creating && !s->write_busy && !s->sync_busy && !s->sync_wanted &&
+           !s->fill_writing && !s->fill_syncing && s->filling.len == 0;
 }
 
 const char *shard_display_name(const struct shard *s)
@@ -400,6 +411,7 @@ void shard__maybe_start_seal(struct shard *s)
 
 static void on_write(struct io_req *req, int res);
 static void on_sync(struct io_req *req, int res);
+static void on_written_back(struct io_req *req, int res);
 static void on_group_sync(struct group_member *m, int res);
 
 /* SHARD_SYNC_SHARED: everything written so far waits for the next syncfs
@@ -411,19 +423,32 @@ static void join_group_sync(struct shard *s)
     s->sync_records = s->records_written;
     s->sync_queued_ns = now_monotonic_ns();
     s->group.done = on_group_sync;
+    s->group.fd = s->fd;
     group_sync_join(s->d, &s->group);
 }
 
-/* Queues an fdatasync that will prove everything written so far (and, when
- * linked behind a write, that write too). */
+/* Queues a sync that will prove everything written so far (and, when
+ * linked behind a write, that write too): an fdatasync, or under one-flush,
+ * when all of it lies in prepared space, the write-back of the bytes not
+ * yet proven, after which the shard joins the shared fdatasync. */
 static void queue_sync(struct shard *s, uint64_t size, uint64_t records)
 {
     struct io_req *req = &s->sync_req;
 
     memset(req, 0, sizeof(*req));
-    req->op = IO_FDATASYNC;
+    if (s->sync == SHARD_SYNC_FLUSH && size <= s->prepared_end &&
+        size - (s->size_synced & ~(uint64_t)4095) <= UINT32_MAX) {
+        uint64_t from = s->size_synced & ~(uint64_t)4095;
+
+        req->op = IO_SYNC_RANGE;
+        req->offset = from;
+        req->len = (uint32_t)(size - from); /* at most a batch and a page */
+        req->cb = on_written_back;
+    } else {
+        req->op = IO_FDATASYNC;
+        req->cb = on_sync;
+    }
     req->fd = s->fd;
-    req->cb = on_sync;
     req->data = s;
     s->sync_busy = true;
     s->sync_wanted = false;
@@ -463,7 +488,7 @@ static void start_write(struct shard *s)
     s->filling.records = 0;
     s->inflight_done = 0;
     s->write_busy = true;
-    queue_write(s, s->sync == SHARD_SYNC_EACH_WRITE);
+    queue_write(s, s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_FLUSH);
 }
 
 static void fail_shard(struct shard *s, int err)
@@ -488,6 +513,7 @@ static void fail_shard(struct shard *s, int err)
 static void on_write(struct io_req *req, int res)
 {
     struct shard *s = req->data;
+    uint64_t wrote;
 
     assert(s->write_busy && s->state != SHARD_SEALING);
     if (res < 0) {
@@ -512,6 +538,7 @@ static void on_write(struct io_req *req, int res)
         return;
     }
     s->write_busy = false;
+    wrote = s->inflight.len;
     s->size_written += s->inflight.len;
     s->records_written += s->inflight.records;
     if (s->filling.len > 0) {
@@ -530,6 +557,8 @@ static void on_write(struct io_req *req, int res)
         queue_sync(s, s->size_written, s->records_written);
     if (s->sync == SHARD_SYNC_SHARED)
         join_group_sync(s);
+    if (s->sync == SHARD_SYNC_FLUSH)
+        shard__prepare_ahead(s, wrote);
     if (s->sync == SHARD_SYNC_INTERVAL && s->dirty_since_ns == 0 && s->size_written > s->size_synced)
         s->dirty_since_ns = now_monotonic_ns();
     if (s->filling.len > 0 && !s->sync_busy)
@@ -538,12 +567,50 @@ static void on_write(struct io_req *req, int res)
     shard__maybe_start_seal(s);
 }
 
-/* A sync's end, an fdatasync of the shard's own or a shared syncfs. */
+void shard__sync_failed(struct shard *s, const char *what, int res)
+{
+    struct daemon *d = s->d;
+
+    /* Never retried: after a failed fdatasync the kernel may have dropped
+     * the dirty pages, and a later success would prove nothing. Only what
+     * earlier syncs proved is kept. */
+    s->sync_error = res;
+    d->stats.io_errors++;
+    log_error("%s of active/%s failed: %s; the %" PRIu64 " records synced before "
+              "stay, nothing after them is trusted",
+              what, s->tmp_name, strerror(-res), s->records_synced);
+    notify_set_error(d, "%s of active/%s failed: %s", what, s->tmp_name, strerror(-res));
+    if (!s->error) {
+        s->error = res;
+        s->records_queued = shard_records_acked(s);
+        s->size_queued = s->size_written;
+        shard__batch_release(d, &s->filling);
+        shard__report(s, SHARD_REPORT_FAILED, res);
+    }
+}
+
+/* A sync's end: an fdatasync of the shard's own, a shared syncfs or
+ * fdatasync, or a write-back that failed before it could join one. */
 static void sync_done(struct shard *s, int res);
 
 static void on_sync(struct io_req *req, int res)
 {
     sync_done(req->data, res);
+}
+
+/* One-flush: the write's pages are on the disk, in blocks whose allocation
+ * is durable already; the shared fdatasync's cache flush makes them stay. */
+static void on_written_back(struct io_req *req, int res)
+{
+    struct shard *s = req->data;
+
+    if (res < 0) {
+        sync_done(s, res); /* cancelled behind a short write, or failed */
+        return;
+    }
+    s->group.done = on_group_sync;
+    s->group.fd = s->fd;
+    group_sync_join(s->d, &s->group);
 }
 
 static void on_group_sync(struct group_member *m, int res)
@@ -565,33 +632,22 @@ static void sync_done(struct shard *s, int res)
         return;
     }
     if (res < 0 && res != -ECANCELED) {
-        struct daemon *d = s->d;
-
-        /* Never retried: after a failed fdatasync the kernel may have
-         * dropped the dirty pages, and a later success would prove
-         * nothing. Only what earlier syncs proved is kept. */
-        s->sync_error = res;
-        d->stats.io_errors++;
-        log_error("%s of active/%s failed: %s; the %" PRIu64 " records synced before "
-                  "stay, nothing after them is trusted",
-                  shard_sync_name(s), s->tmp_name, strerror(-res), s->records_synced);
-        notify_set_error(d, "%s of active/%s failed: %s", shard_sync_name(s), s->tmp_name,
-                         strerror(-res));
-        if (!s->error) {
-            s->error = res;
-            s->records_queued = shard_records_acked(s);
-            s->size_queued = s->size_written;
-            shard__batch_release(d, &s->filling);
-            shard__report(s, SHARD_REPORT_FAILED, res);
-        }
+        shard__sync_failed(s, shard_sync_name(s), res);
         shard__maybe_start_seal(s);
         return;
     }
     if (res >= 0)
         stats_observe_fsync(&s->d->stats, now_monotonic_ns() - s->sync_queued_ns);
-    if (res >= 0 && s->sync_size > s->size_synced) {
+    /* After a failed sync of the file (a fill's, under one-flush), a later
+     * success proves nothing about the pages that one may have dropped. */
+    if (res >= 0 && !s->sync_error && s->sync_size > s->size_synced) {
         s->size_synced = s->sync_size;
         s->records_synced = s->sync_records;
+        /* Under one-flush an fdatasync of the shard's own proved the size
+         * and blocks up to here, so overwriting them changes no metadata. */
+        if (s->sync == SHARD_SYNC_FLUSH && s->sync_req.op == IO_FDATASYNC &&
+            s->size_synced > s->prepared_end)
+            s->prepared_end = s->size_synced;
     }
     if (s->filling.len > 0 && !s->error)
         shard__mark_dirty(s);
@@ -630,7 +686,7 @@ void shard_write_dirty(void *data)
     list_for_each_safe(n, tmp, &d->dirty_shards) {
         struct shard *s = list_entry(n, struct shard, dirty_node);
 
-        if (s->write_busy || s->sync_busy || s->sync_wanted)
+        if (s->write_busy || s->sync_busy || s->sync_wanted || s->fill_writing)
             continue; /* its completion marks it dirty again */
         list_del(&s->dirty_node);
         /* A held one is marked dirty again when released, one being

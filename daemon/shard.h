@@ -17,7 +17,11 @@
  *  - each write (batch, always): once an fdatasync that started after their
  *    write has completed. Under batch with sync_method syncfs (shared), a
  *    syncfs of the spool's file system instead, one for every shard that
- *    wrote in a loop tick, started after their writes completed. The write and its fdatasync are queued as one
+ *    wrote in a loop tick, started after their writes completed. Under
+ *    one-flush, the write's pages written back (sync_file_range), then one
+ *    fdatasync, started after that, for every shard that wrote: its cache
+ *    flush makes them all durable, since below prepared_end an overwrite
+ *    changes no metadata. The write and its fdatasync are queued as one
  *    linked pair; records arriving meanwhile wait in the filling batch and
  *    go with the next pair, so one sync covers all of them (group commit).
  *    For always, the session hands over one APPEND frame at a time, so each
@@ -48,6 +52,10 @@ enum shard_sync {
     SHARD_SYNC_EACH_WRITE, /* fsync = batch or always: each write linked to an fdatasync */
     SHARD_SYNC_SHARED,     /* fsync = batch with sync_method syncfs: each write waits for
                             * the next syncfs of the spool's file system (group-sync.h) */
+    SHARD_SYNC_FLUSH,      /* fsync = batch with sync_method one-flush: a write into space
+                            * prepared ahead (shard-prepare.c) is written back with
+                            * sync_file_range, then waits for the next shared fdatasync
+                            * (group-sync.h); a write past it has an fdatasync of its own */
 };
 
 /* The way of syncing that a connection's fsync policy (enum fsync_policy)
@@ -137,6 +145,19 @@ struct shard {
     uint64_t sync_queued_ns;   /* monotonic: for the fsync latency histogram */
     uint64_t dirty_since_ns;   /* interval: when written data first went unsynced */
     int sync_error;            /* a failed fdatasync: nothing after size_synced is trusted */
+
+    /* SHARD_SYNC_FLUSH: the file's space written with zeros and synced
+     * ahead of the records (shard-prepare.c). */
+    uint64_t prepared_end; /* a sync proved the file's size and blocks up to here:
+                              overwriting below it changes no metadata */
+    uint64_t fill_end;     /* the end of the zeros asked for so far */
+    uint64_t fill_from;    /* the fill in flight: [fill_from, fill_end) */
+    unsigned fills;        /* fills done; each asks for twice the one before, up to a cap */
+    bool fill_writing;     /* its zeros are being written: no record write may start */
+    bool fill_syncing;     /* waiting for the shared fdatasync of this file */
+    bool fill_off;         /* a fill failed: every write has an fdatasync of its own */
+    struct io_req fill_write_req;
+    struct group_member fill_sync; /* the shared fdatasync that is of this file */
 
     /* Stream order: a shard's records follow those of the shard before it
      * in the same stream, so it writes nothing while that shard may still

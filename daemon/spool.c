@@ -6,10 +6,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -129,4 +134,69 @@ void spool_close(struct daemon *d)
             (void)close(*fds[i]); /* read-only directory descriptors */
         *fds[i] = -1;
     }
+}
+
+/* Whether the mount of device dev is ext4 with data=journal, where data
+ * goes through the journal and a write-back alone puts nothing in place. */
+static bool ext4_data_journal(dev_t dev)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false, journal = false;
+
+    if (!f)
+        return true; /* cannot tell: assume the unsafe case */
+    while (!found && getline(&line, &cap, f) > 0) {
+        unsigned maj, min;
+        char *sep, *opts;
+
+        /* "id parent major:minor root mount-point options ... - type source super-options" */
+        if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 || makedev(maj, min) != dev)
+            continue;
+        sep = strstr(line, " - ");
+        if (!sep || strncmp(sep + 3, "ext4 ", 5) != 0)
+            continue;
+        found = true;
+        opts = strchr(sep + 8, ' '); /* after the source */
+        journal = opts && strstr(opts, "data=journal") != NULL;
+    }
+    free(line);
+    (void)fclose(f);
+    return journal;
+}
+
+enum sync_method spool_batch_sync(const struct daemon *d, const char **ret_why)
+{
+    enum sync_method want = (enum sync_method)d->config.sync_method;
+    struct stat active, spool, parent;
+    struct statfs fs;
+    bool one_flush_safe = false;
+
+    if (want == SYNC_METHOD_FDATASYNC || want == SYNC_METHOD_SYNCFS) {
+        *ret_why = "as configured";
+        return want;
+    }
+    if (fstatfs(d->active_fd, &fs) == 0 && fstat(d->active_fd, &active) == 0) {
+        if (fs.f_type == XFS_SUPER_MAGIC)
+            one_flush_safe = true;
+        else if (fs.f_type == EXT4_SUPER_MAGIC)
+            one_flush_safe = !ext4_data_journal(active.st_dev);
+    }
+    if (one_flush_safe) {
+        *ret_why = want == SYNC_METHOD_AUTO ? "auto: ext4 or XFS" : "as configured";
+        return SYNC_METHOD_ONE_FLUSH;
+    }
+    if (want == SYNC_METHOD_ONE_FLUSH) {
+        *ret_why = "one-flush configured, but the spool is on neither ext4 (without "
+                   "data=journal) nor XFS";
+        return SYNC_METHOD_FDATASYNC;
+    }
+    if (fstat(d->spool_fd, &spool) == 0 && fstatat(d->spool_fd, "..", &parent, 0) == 0 &&
+        spool.st_dev != parent.st_dev) {
+        *ret_why = "auto: the spool is a file system of its own";
+        return SYNC_METHOD_SYNCFS;
+    }
+    *ret_why = "auto";
+    return SYNC_METHOD_FDATASYNC;
 }

@@ -235,7 +235,8 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                "directories).",
                f->syncs);
     metric_u64(out, "logshard_syncfs_total", "counter",
-               "Shared syncs of the spool's file system (fsync = batch, sync_method syncfs).",
+               "Shared syncs (fsync = batch): syncfs of the spool's file system, or "
+               "one-flush's shared fdatasync.",
                f->syncfs);
     metric_u64(out, "logshard_syncfs_shards_total", "counter",
                "Shards the shared syncs covered, summed over the syncs.", f->syncfs_shards);

@@ -193,7 +193,7 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     }
 
     f->syncs = d->io ? io_syncs_done(d->io) : st->syncs;
-    f->sync_method = d->syncfs_in_use ? "syncfs" : "fdatasync";
+    f->sync_method = config_sync_method_name(d->batch_sync);
     f->syncfs = d->group_sync.syncs;
     f->syncfs_shards = d->group_sync.members;
     memcpy(f->fsync_buckets, st->fsync_buckets, sizeof(f->fsync_buckets));

@@ -47,13 +47,14 @@ struct fixture {
 
 struct owner {
     int written_calls;
+    bool heard_settled; /* the last written report found the shard settled */
     int failed_err;
 };
 
 static void on_written(void *owner, struct shard *s)
 {
-    (void)s;
     ((struct owner *)owner)->written_calls++;
+    ((struct owner *)owner)->heard_settled = shard_settled(s);
 }
 
 static void on_failed(void *owner, struct shard *s, int err)
@@ -259,7 +260,7 @@ static void test_shared_sync(void **state)
     bool all;
 
     shared.sync = SHARD_SYNC_SHARED;
-    f->d.syncfs_in_use = true;
+    f->d.batch_sync = SYNC_METHOD_SYNCFS;
     group_sync_init(&f->d);
     io_set_before_submit(f->d.io, before_submit_shared, &f->d);
     for (int i = 0; i < 3; i++) {
@@ -288,6 +289,91 @@ static void test_shared_sync(void **state)
     run_until(f, &finish_calls, 3);
     for (int i = 0; i < 3; i++) {
         check_done_shard(f, names[i], 100);
+        free(names[i]);
+    }
+}
+
+/* Runs the loop until every shard of s counts want records acknowledged. */
+static void run_until_acked(struct fixture *f, struct shard **s, int n, uint64_t want)
+{
+    bool all = false;
+
+    for (int k = 0; k < 100000 && !all; k++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        all = true;
+        for (int i = 0; i < n; i++)
+            all = all && shard_records_acked(s[i]) == want;
+    }
+    assert_true(all);
+}
+
+/* fsync = batch with sync_method one-flush: zeros are written ahead of the
+ * records and made durable by the shared fdatasync of the shard's file;
+ * once they are, a write into them is acknowledged through its write-back
+ * and a shared fdatasync; the seal cuts the zeros, so the sealed shard ends
+ * with its trailer. */
+static void test_one_flush(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_ident flush = ident;
+    struct owner o[3] = { { 0 } };
+    struct shard *s[3];
+    char *names[3];
+    uint64_t n = 0;
+
+    flush.sync = SHARD_SYNC_FLUSH;
+    f->d.batch_sync = SYNC_METHOD_ONE_FLUSH;
+    group_sync_init(&f->d);
+    io_set_before_submit(f->d.io, before_submit_shared, &f->d);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(shard_open(&f->d, &flush, &o[i], &events, &s[i]), 0);
+        append_records(s[i], 0, 100);
+    }
+    n = 100;
+    run_until_acked(f, s, 3, n);
+    /* The first write extended the file: an fdatasync of its own. Zeros
+     * follow it, and become prepared space once their sync is done. */
+    for (int k = 0; k < 100000 && !(s[0]->prepared_end > s[0]->size_written &&
+                                     s[1]->prepared_end > s[1]->size_written &&
+                                     s[2]->prepared_end > s[2]->size_written); k++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+
+        /* The fill's sync was the last thing in flight: the owner heard
+         * that the shard is settled (a draining session waits for that). */
+        assert_true(shard_settled(s[i]));
+        assert_true(o[i].heard_settled);
+        assert_true(s[i]->prepared_end >= s[i]->size_written + 32 * 1024);
+        assert_int_equal(fstat(s[i]->fd, &st), 0);
+        assert_true((uint64_t)st.st_size >= s[i]->prepared_end);
+    }
+    /* Writes within it go through the write-back and the shared sync. */
+    for (int round = 0; round < 20; round++) {
+        uint64_t members = f->d.group_sync.members;
+
+        for (int i = 0; i < 3; i++)
+            append_records(s[i], n, n + 100);
+        n += 100;
+        run_until_acked(f, s, 3, n);
+        assert_true(f->d.group_sync.members >= members + 3);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(o[i].failed_err, 0);
+            /* The round's one write was proven by its write-back. */
+            assert_int_equal(s[i]->sync_req.op, IO_SYNC_RANGE);
+            assert_true(s[i]->size_synced <= s[i]->prepared_end);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_true(s[i]->fills >= 1);
+        assert_true(shard_settled(s[i]));
+        names[i] = strdup(s[i]->done_name);
+        shard_detach(s[i]);
+        shard_seal(s[i]);
+    }
+    run_until(f, &finish_calls, 3);
+    for (int i = 0; i < 3; i++) {
+        check_done_shard(f, names[i], n);
         free(names[i]);
     }
 }
@@ -547,6 +633,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_append_write_seal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffers_return_to_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_unique_and_increasing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),
