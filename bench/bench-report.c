@@ -232,8 +232,8 @@ void bench_print_table(FILE *out, const struct bench_report *r)
         fprintf(out, "daemon: already running at %s (its CPU, memory and syncs are unknown)\n",
                 r->socket);
     else
-        fprintf(out, "daemon: %s, started for each run with --config /dev/null\n",
-                r->daemon_path);
+        fprintf(out, "daemon: %s, started for each run with --config %s\n",
+                r->daemon_path, r->daemon_config ? r->daemon_config : "/dev/null");
     if (r->merge_mode)
         fprintf(out, "logctl: %s\n", r->logctl_path);
     for (size_t k = 0; k < r->n_series; k++)

@@ -723,6 +723,7 @@ int main(int argc, char **argv)
             .merge_mode = c.merge,
             .external = c.socket != NULL,
             .daemon_path = daemon_path,
+            .daemon_config = c.daemon_config,
             .socket = c.socket,
             .logctl_path = logctl_path,
             .producers = c.producers,

@@ -262,6 +262,7 @@ struct bench_report {
     bool merge_mode;
     bool external;         /* --socket: a daemon the bench did not start */
     const char *daemon_path;
+    const char *daemon_config; /* --daemon-config, NULL: /dev/null */
     const char *socket;
     const char *logctl_path;
     unsigned producers;
