@@ -26,14 +26,25 @@
  *                  flush makes every completed write durable. Durable only
  *                  because the overwrites change no metadata (no size, no
  *                  block allocation) and the file system sits on one device
+ *   direct         files prepared as for overwrite; the new bytes of every
+ *                  file written with O_DIRECT (from the start of the block
+ *                  they begin in, the block's earlier bytes again, to the
+ *                  end of the block they end in), all at once through an
+ *                  io_uring, then one fdatasync of the first file as in
+ *                  one-flush: the data goes from the buffer to the disk,
+ *                  with no page cache and no write-back to wait for
  *
  * Usage: sync-methods [--dir DIR] [--files P] [--bytes B] [--rounds R]
  *                     [--method NAME]...
- * Prints, per method, the p50, p99 and max of the step in microseconds and
- * its p99 over lone's. Run it on the spool's file system, with nothing
+ * Prints, per method, the p50, p99 and max of the step in microseconds, its
+ * p99 over lone's, and the CPU time of the whole round (append and step,
+ * every thread of the process, io_uring's workers included) in
+ * microseconds per file. Run it on the spool's file system, with nothing
  * else writing there. */
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
+#include <sys/resource.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -47,6 +58,7 @@
 
 #define MAX_FILES 1024
 #define MAX_METHODS 16
+#define BLOCK 4096u
 
 struct sync_job {
     int fd;
@@ -56,6 +68,7 @@ struct sync_job {
 
 struct files {
     int fd[MAX_FILES];
+    int direct_fd[MAX_FILES]; /* direct: the same file opened O_DIRECT */
     uint64_t end[MAX_FILES];
     int shared_fd;
     uint64_t shared_end;
@@ -64,10 +77,11 @@ struct files {
 
 static const char *method_names[] = {
     "lone", "sequential", "concurrent", "writeback", "syncfs", "overwrite", "one-file",
-    "one-flush",
+    "one-flush", "direct",
 };
 enum method {
-    LONE, SEQUENTIAL, CONCURRENT, WRITEBACK, SYNCFS, OVERWRITE, ONE_FILE, ONE_FLUSH, N_METHODS
+    LONE, SEQUENTIAL, CONCURRENT, WRITEBACK, SYNCFS, OVERWRITE, ONE_FILE, ONE_FLUSH, DIRECT,
+    N_METHODS
 };
 
 static uint64_t now_ns(void)
@@ -146,10 +160,16 @@ static void open_files(struct files *f, const char *dir, unsigned n, enum method
         f->fd[i] = openat(f->dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (f->fd[i] < 0)
             die("openat");
+        f->direct_fd[i] = -1;
+        if (m == DIRECT) {
+            f->direct_fd[i] = openat(f->dir_fd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+            if (f->direct_fd[i] < 0)
+                die("openat with O_DIRECT");
+        }
         (void)unlinkat(f->dir_fd, name, 0); /* gone when closed */
         f->end[i] = 0;
-        if (m == OVERWRITE || m == ONE_FLUSH) {
-            size_t total = bytes * (rounds + 1);
+        if (m == OVERWRITE || m == ONE_FLUSH || m == DIRECT) {
+            size_t total = bytes * (rounds + 1) + BLOCK;
 
             zeros = calloc(1, total);
             if (!zeros)
@@ -173,10 +193,60 @@ static void open_files(struct files *f, const char *dir, unsigned n, enum method
 
 static void close_files(struct files *f, unsigned n)
 {
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
         (void)close(f->fd[i]);
+        if (f->direct_fd[i] >= 0)
+            (void)close(f->direct_fd[i]);
+    }
     (void)close(f->shared_fd);
     (void)close(f->dir_fd);
+}
+
+static uint64_t cpu_us(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        die("getrusage");
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* direct: each file's block-aligned span around its new bytes, staged in
+ * blk[i] (the bytes before them in their first block are the file's own,
+ * 'x' as every byte appended; after them, zeros up to the block's end, as
+ * the prepared file holds), written at once through the ring. */
+static void write_direct(struct io_uring *ring, const struct files *f, unsigned n,
+                         unsigned char **blk, const uint64_t *from, size_t bytes)
+{
+    struct io_uring_cqe *cqe;
+
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t start = from[i] / BLOCK * BLOCK;
+        uint64_t end = (from[i] + bytes + BLOCK - 1) / BLOCK * BLOCK;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+        if (!sqe)
+            die("io_uring_get_sqe");
+        memset(blk[i], 'x', from[i] + bytes - start);
+        memset(blk[i] + (from[i] + bytes - start), 0, end - (from[i] + bytes));
+        io_uring_prep_write(sqe, f->direct_fd[i], blk[i], (unsigned)(end - start), start);
+    }
+    if (io_uring_submit(ring) < 0)
+        die("io_uring_submit");
+    for (unsigned i = 0; i < n; i++) {
+        int r = io_uring_wait_cqe(ring, &cqe);
+
+        if (r < 0) {
+            errno = -r;
+            die("io_uring_wait_cqe");
+        }
+        if (cqe->res < 0) {
+            errno = -cqe->res;
+            die("O_DIRECT write");
+        }
+        io_uring_cqe_seen(ring, cqe);
+    }
 }
 
 /* Runs one method for rounds rounds; returns the p99 in microseconds. */
@@ -186,17 +256,39 @@ static double run_method(enum method m, const char *dir, unsigned files, size_t 
     unsigned n = m == LONE ? 1 : files;
     uint64_t *lat = calloc(rounds, sizeof(*lat));
     unsigned char *buf = malloc(bytes);
+    unsigned char *blk[MAX_FILES];
+    uint64_t from[MAX_FILES];
+    struct io_uring ring;
     struct files f;
-    double p50, p99, max;
+    uint64_t cpu0;
+    double p50, p99, max, cpu_per_file;
 
     if (!lat || !buf)
         die("malloc");
     memset(buf, 'x', bytes);
+    if (m == DIRECT) {
+        int r = io_uring_queue_init(n < 8 ? 8 : n, &ring, 0);
+
+        if (r < 0) {
+            errno = -r;
+            die("io_uring_queue_init");
+        }
+        for (unsigned i = 0; i < n; i++)
+            if (posix_memalign((void **)&blk[i], BLOCK, bytes + 2 * BLOCK) != 0)
+                die("posix_memalign");
+    }
     open_files(&f, dir, n, m, bytes, rounds);
+    cpu0 = cpu_us();
     for (unsigned r = 0; r < rounds; r++) {
         uint64_t t0;
 
-        if (m == ONE_FILE) {
+        if (m == DIRECT) {
+            /* Staged in write_direct; the file's end moves on. */
+            for (unsigned i = 0; i < n; i++) {
+                from[i] = f.end[i];
+                f.end[i] += bytes;
+            }
+        } else if (m == ONE_FILE) {
             for (unsigned i = 0; i < n; i++)
                 append(f.shared_fd, &f.shared_end, buf, bytes);
         } else {
@@ -240,18 +332,29 @@ static double run_method(enum method m, const char *dir, unsigned files, size_t 
             if (fdatasync(f.fd[0]) < 0)
                 die("fdatasync");
             break;
+        case DIRECT:
+            write_direct(&ring, &f, n, blk, from, bytes);
+            if (fdatasync(f.fd[0]) < 0)
+                die("fdatasync");
+            break;
         case N_METHODS:
             break;
         }
         lat[r] = now_ns() - t0;
     }
+    cpu_per_file = (double)(cpu_us() - cpu0) / rounds / n;
     close_files(&f, n);
+    if (m == DIRECT) {
+        io_uring_queue_exit(&ring);
+        for (unsigned i = 0; i < n; i++)
+            free(blk[i]);
+    }
     qsort(lat, rounds, sizeof(*lat), cmp_u64);
     p50 = (double)lat[rounds / 2] / 1000.0;
     p99 = (double)lat[(size_t)((rounds - 1) * 0.99)] / 1000.0;
     max = (double)lat[rounds - 1] / 1000.0;
-    printf("%-11s %5u %9.0f %9.0f %9.0f %8.2f\n", method_names[m], n, p50, p99, max,
-           lone_p99 > 0 ? p99 / lone_p99 : 1.0);
+    printf("%-11s %5u %9.0f %9.0f %9.0f %8.2f %9.1f\n", method_names[m], n, p50, p99, max,
+           lone_p99 > 0 ? p99 / lone_p99 : 1.0, cpu_per_file);
     fflush(stdout);
     free(lat);
     free(buf);
@@ -294,7 +397,7 @@ int main(int argc, char **argv)
         case 'h':
             printf("Usage: sync-methods [--dir DIR] [--files P] [--bytes B] [--rounds R] "
                    "[--method NAME]...\nmethods: lone sequential concurrent writeback syncfs "
-                   "overwrite one-file one-flush (default: all)\n");
+                   "overwrite one-file one-flush direct (default: all)\n");
             return 0;
         default: return 2;
         }
@@ -309,8 +412,8 @@ int main(int argc, char **argv)
             methods[n_methods++] = (enum method)k;
     printf("%u files, %zu bytes appended to each per round, %u rounds, in %s\n", files, bytes,
            rounds, dir);
-    printf("%-11s %5s %9s %9s %9s %8s\n", "method", "files", "p50 us", "p99 us", "max us",
-           "p99/lone");
+    printf("%-11s %5s %9s %9s %9s %8s %9s\n", "method", "files", "p50 us", "p99 us", "max us",
+           "p99/lone", "CPU us/f");
     lone_p99 = run_method(LONE, dir, files, bytes, rounds, 0);
     for (unsigned k = 0; k < n_methods; k++)
         if (methods[k] != LONE)
