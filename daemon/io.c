@@ -43,6 +43,9 @@ struct io_faults {
     uint64_t syncfs_calls;
     uint64_t fail_sync_range_at; /* 1-based; 0: never */
     uint64_t sync_ranges;
+    uint64_t fail_direct_write_at; /* 1-based; 0: never */
+    uint64_t direct_writes;
+    bool direct_einval;          /* every O_DIRECT write "refused" (after it was done) */
 };
 
 struct io {
@@ -94,6 +97,10 @@ static void faults_parse(struct io_faults *f)
             f->fail_syncfs_at = strtoull(t + 11, NULL, 10);
         else if (strncmp(t, "sync_range_eio=", 15) == 0)
             f->fail_sync_range_at = strtoull(t + 15, NULL, 10);
+        else if (strcmp(t, "direct_einval") == 0)
+            f->direct_einval = true;
+        else if (strncmp(t, "direct_write_eio=", 17) == 0)
+            f->fail_direct_write_at = strtoull(t + 17, NULL, 10);
     }
     free(copy);
 }
@@ -122,6 +129,11 @@ static uint32_t write_len(const struct io *io, const struct io_req *req)
 static int sync_result(struct io *io, const struct io_req *req, int res)
 {
     io->completions++;
+    if (req->op == IO_WRITE && req->direct && io->faults.direct_einval)
+        return -EINVAL;
+    if (req->op == IO_WRITE && req->direct && res > 0 && io->faults.fail_direct_write_at &&
+        ++io->faults.direct_writes == io->faults.fail_direct_write_at)
+        return -EIO;
     if (req->op == IO_SYNC_RANGE && res != -ECANCELED && io->faults.fail_sync_range_at &&
         ++io->faults.sync_ranges == io->faults.fail_sync_range_at)
         return -EIO;

@@ -57,6 +57,9 @@ struct io_req {
      * kernels (seen on 6.18), and other operations may not either, so never
      * link a step that would be unsafe after a failure of its predecessor. */
     bool link;
+    /* IO_WRITE on a file opened O_DIRECT: told apart only for the test
+     * builds' faults (direct_write_eio). */
+    bool direct;
     io_cb cb;
     void *data;
     struct list_node node; /* internal */

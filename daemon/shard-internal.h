@@ -3,10 +3,12 @@
  * those two files only. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct daemon;
+struct io_req;
 struct shard;
 struct shard_batch;
 
@@ -67,3 +69,32 @@ void shard__submit_creates(struct daemon *d);
  * fdatasync to make durable, when the space prepared ahead runs short,
  * unless a fill is in flight, fills failed or the shard is no longer open. */
 void shard__prepare_ahead(struct shard *s, uint64_t wrote);
+
+/* ---- shard-direct.c ---- */
+
+/* Once the shard's space ahead is durable: opens its file again with
+ * O_DIRECT, unless the file system refuses. */
+void shard__open_direct(struct shard *s);
+
+/* Whether the next write can go with O_DIRECT: the file opened so, the
+ * last block's written bytes known, and every block it touches prepared. */
+bool shard__can_write_direct(const struct shard *s);
+
+/* Puts the bytes of the last block before the in-flight batch's records in
+ * front of them, and zeros after them to the end of their last block;
+ * *len: the bytes to write, whole blocks. */
+void shard__stage_direct(struct shard *s, uint32_t *len);
+
+/* The O_DIRECT write req of the in-flight batch completed with res: its
+ * result in bytes of records (all of them), a negative errno that fails
+ * the shard, or 0 when the rest is to be written through the page cache
+ * from inflight_done on (a short write, or O_DIRECT refused). */
+int shard__direct_written(struct shard *s, const struct io_req *req, int res);
+
+/* After a write of batch b completed (size_written already counts it):
+ * keeps the written bytes of the file's last block for the next O_DIRECT
+ * write. */
+void shard__keep_tail(struct shard *s, const struct shard_batch *b);
+
+/* Closes the O_DIRECT descriptor, if any. */
+void shard__close_direct(struct shard *s);

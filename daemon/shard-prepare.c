@@ -145,6 +145,7 @@ static void on_fill_synced(struct group_member *m, int res)
          * too), so their blocks and the size are durable now. */
         s->prepared_end = s->fill_end;
         s->fills++;
+        shard__open_direct(s);
         shard__prepare_ahead(s, 0);
     }
     report_if_settled(s);

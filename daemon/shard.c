@@ -55,6 +55,7 @@ int shard__batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
 void shard__batch_release(struct daemon *d, struct shard_batch *b)
 {
     memory_map_release(d, &b->buf, &b->cap);
+    b->head = 0;
     b->len = 0;
     b->records = 0;
 }
@@ -138,6 +139,8 @@ static void shard_free(struct shard *s)
     assert(!s->stream_prev && !s->stream_next);
     if (s->fd >= 0)
         (void)close(s->fd); /* data was synced, or the shard failed already */
+    shard__close_direct(s);
+    free(s->tail);
     seal_free(&s->seal);
     free(s->tmp_name);
     free(s->done_name);
@@ -163,6 +166,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     }
     s->d = d;
     s->fd = -1;
+    s->direct_fd = -1;
     s->state = SHARD_OPEN;
     seal_init(&s->seal);
     s->counted_open = true;
@@ -207,6 +211,8 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     budget_taken(d, s->budget, s->filling.len);
     s->created_mono_ns = now_monotonic_ns();
     s->sync = ident->sync;
+    if (s->sync == SHARD_SYNC_FLUSH)
+        s->tail = malloc(SHARD_BLOCK); /* without it, writes stay buffered */
     list_add_tail(&d->shards, &s->node);
     d->stats.shards_opened++;
     if (s->has_stream)
@@ -220,24 +226,37 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
  * SHARD_RECORD_CREDS bytes longer than a client's: every count of bytes
  * here (the reservation, size_queued, and through it the trailer's
  * shard_len) comes from shard_record_size(), never from 16 + len. */
+/* An empty filling batch starts where the file will then end: under
+ * one-flush its records begin as far into the buffer as into their file
+ * block, and it keeps room for whole blocks (shard-prepare.c). Returns the
+ * bytes to reserve beyond the records. */
+static size_t batch_begin(struct shard *s)
+{
+    if (s->sync != SHARD_SYNC_FLUSH)
+        return 0;
+    if (s->filling.len == 0)
+        s->filling.head = s->size_queued % SHARD_BLOCK;
+    return s->filling.head + SHARD_BLOCK;
+}
+
 static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
                          const struct shard_creds *creds)
 {
     size_t size = shard_record_size(len, creds != NULL);
+    unsigned char *at;
     int r;
 
     assert(s->state == SHARD_OPEN);
     if (s->error)
         return s->error;
-    r = shard__batch_reserve(s->d, &s->filling, size);
+    r = shard__batch_reserve(s->d, &s->filling, size + batch_begin(s));
     if (r < 0)
         return r;
+    at = s->filling.buf + s->filling.head + s->filling.len;
     if (creds)
-        s->filling.len += shard_encode_record_creds(s->filling.buf + s->filling.len, rec, len,
-                                                    timestamp_ns, creds);
+        s->filling.len += shard_encode_record_creds(at, rec, len, timestamp_ns, creds);
     else
-        s->filling.len += shard_encode_record(s->filling.buf + s->filling.len, rec, len,
-                                              timestamp_ns);
+        s->filling.len += shard_encode_record(at, rec, len, timestamp_ns);
     s->filling.records++;
     if (s->records_queued == 0)
         s->first_record_ns = timestamp_ns;
@@ -261,7 +280,8 @@ int shard_reserve(struct shard *s, size_t bytes)
 
     if (s->state != SHARD_OPEN || s->error)
         return 0;
-    return shard__batch_reserve(s->d, &s->filling, bytes < room ? bytes : (size_t)room);
+    return shard__batch_reserve(s->d, &s->filling,
+                                (bytes < room ? bytes : (size_t)room) + batch_begin(s));
 }
 
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
@@ -403,6 +423,7 @@ void shard__maybe_start_seal(struct shard *s)
     s->state = SHARD_SEALING;
     if (list_linked(&s->dirty_node))
         list_del(&s->dirty_node);
+    shard__close_direct(s); /* nothing is written with it any more */
     /* The seal never ends within seal_start() (seal.h), so s is still
      * there for its next shard to be released after it. */
     seal_start(s);
@@ -464,12 +485,24 @@ static void queue_write(struct shard *s, bool then_sync)
 
     memset(req, 0, sizeof(*req));
     req->op = IO_WRITE;
-    req->fd = s->fd;
-    req->buf = s->inflight.buf + s->inflight_done;
-    req->len = (uint32_t)(s->inflight.len - s->inflight_done);
-    req->offset = s->size_written + s->inflight_done;
     req->cb = on_write;
     req->data = s;
+    if (s->write_direct) {
+        /* Whole blocks, from the one the records begin in (its earlier
+         * bytes again) to the one they end in (zeros after them, as the
+         * prepared space holds). */
+        shard__stage_direct(s, &req->len);
+        req->fd = s->direct_fd;
+        req->buf = s->inflight.buf;
+        req->offset = s->size_written - s->inflight.head;
+        req->direct = true;
+        io_queue(s->d->io, req);
+        return; /* it joins the shared fdatasync once written */
+    }
+    req->fd = s->fd;
+    req->buf = s->inflight.buf + s->inflight.head + s->inflight_done;
+    req->len = (uint32_t)(s->inflight.len - s->inflight_done);
+    req->offset = s->size_written + s->inflight_done;
     req->link = then_sync;
     io_queue(s->d->io, req);
     if (then_sync)
@@ -488,6 +521,7 @@ static void start_write(struct shard *s)
     s->filling.records = 0;
     s->inflight_done = 0;
     s->write_busy = true;
+    s->write_direct = s->sync == SHARD_SYNC_FLUSH && shard__can_write_direct(s);
     queue_write(s, s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_FLUSH);
 }
 
@@ -516,6 +550,18 @@ static void on_write(struct io_req *req, int res)
     uint64_t wrote;
 
     assert(s->write_busy && s->state != SHARD_SEALING);
+    if (s->write_direct) {
+        s->write_direct = false;
+        res = shard__direct_written(s, req, res);
+        if (res == 0) {
+            /* Not all of it went (or O_DIRECT was refused): the rest goes
+             * through the page cache, then its write-back and the shared
+             * sync. */
+            s->sync_wanted = true;
+            queue_write(s, false);
+            return;
+        }
+    }
     if (res < 0) {
         s->write_busy = false;
         s->sync_wanted = false; /* the linked sync, if any, was cancelled */
@@ -541,6 +587,8 @@ static void on_write(struct io_req *req, int res)
     wrote = s->inflight.len;
     s->size_written += s->inflight.len;
     s->records_written += s->inflight.records;
+    if (s->sync == SHARD_SYNC_FLUSH)
+        shard__keep_tail(s, &s->inflight); /* before the buffer goes back */
     if (s->filling.len > 0) {
         /* Busy: keep the buffer for the next swap. */
         s->inflight.len = 0;
@@ -555,7 +603,7 @@ static void on_write(struct io_req *req, int res)
     }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
-    if (s->sync == SHARD_SYNC_SHARED)
+    if (s->sync == SHARD_SYNC_SHARED || (s->sync == SHARD_SYNC_FLUSH && req->direct))
         join_group_sync(s);
     if (s->sync == SHARD_SYNC_FLUSH)
         shard__prepare_ahead(s, wrote);

@@ -18,10 +18,11 @@
  *    write has completed. Under batch with sync_method syncfs (shared), a
  *    syncfs of the spool's file system instead, one for every shard that
  *    wrote in a loop tick, started after their writes completed. Under
- *    one-flush, the write's pages written back (sync_file_range), then one
- *    fdatasync, started after that, for every shard that wrote: its cache
- *    flush makes them all durable, since below prepared_end an overwrite
- *    changes no metadata. The write and its fdatasync are queued as one
+ *    one-flush, the write on the disk (with O_DIRECT, shard-direct.c, or
+ *    through the page cache and then written back with sync_file_range),
+ *    then one fdatasync, started after that, for every shard that wrote:
+ *    its cache flush makes them all durable, since below prepared_end an
+ *    overwrite changes no metadata. The write and its fdatasync are queued as one
  *    linked pair; records arriving meanwhile wait in the filling batch and
  *    go with the next pair, so one sync covers all of them (group commit).
  *    For always, the session hands over one APPEND frame at a time, so each
@@ -45,6 +46,10 @@
 struct daemon;
 struct shard;
 
+/* The block that writes with O_DIRECT are aligned to: their buffer, file
+ * offset and length. At least the logical block size of every disk. */
+#define SHARD_BLOCK 4096u
+
 /* How a shard syncs its writes (see the top of this file). */
 enum shard_sync {
     SHARD_SYNC_AT_SEAL,    /* fsync = none: only the seal syncs */
@@ -53,9 +58,10 @@ enum shard_sync {
     SHARD_SYNC_SHARED,     /* fsync = batch with sync_method syncfs: each write waits for
                             * the next syncfs of the spool's file system (group-sync.h) */
     SHARD_SYNC_FLUSH,      /* fsync = batch with sync_method one-flush: a write into space
-                            * prepared ahead (shard-prepare.c) is written back with
-                            * sync_file_range, then waits for the next shared fdatasync
-                            * (group-sync.h); a write past it has an fdatasync of its own */
+                            * prepared ahead (shard-prepare.c) goes with O_DIRECT
+                            * (shard-direct.c) or is written back with sync_file_range,
+                            * then waits for the next shared fdatasync (group-sync.h); a
+                            * write past it has an fdatasync of its own */
 };
 
 /* The way of syncing that a connection's fsync policy (enum fsync_policy)
@@ -92,7 +98,12 @@ enum shard_state {
 
 struct shard_batch {
     unsigned char *buf;
-    size_t len, cap;
+    /* Under one-flush the records start head bytes into buf: room for the
+     * bytes of the file block they begin in that come before them, so that
+     * the batch can be written as whole blocks with O_DIRECT
+     * (shard-prepare.c). 0 otherwise. */
+    size_t head;
+    size_t len, cap; /* len: bytes of records, from buf + head */
     uint64_t records;
 };
 
@@ -158,6 +169,18 @@ struct shard {
     bool fill_off;         /* a fill failed: every write has an fdatasync of its own */
     struct io_req fill_write_req;
     struct group_member fill_sync; /* the shared fdatasync that is of this file */
+    /* Writes into prepared space go straight to the disk: the file opened
+     * again with O_DIRECT (-1 until the first fill is durable, and for good
+     * where the file system refuses it), and a copy of the bytes of the
+     * file's last block that are written, [tail_end rounded down to a
+     * block, tail_end): a write rewrites them before its own bytes.
+     * Valid while tail_end == size_written. */
+    int direct_fd;
+    bool direct_off;        /* the file system took no O_DIRECT write: buffered for good */
+    bool write_direct;      /* the write in flight is of whole blocks, with O_DIRECT */
+    unsigned char *tail;    /* SHARD_BLOCK bytes, under one-flush only */
+    uint64_t tail_end;
+    uint64_t direct_writes; /* writes that went with O_DIRECT */
 
     /* Stream order: a shard's records follow those of the shard before it
      * in the same stream, so it writes nothing while that shard may still

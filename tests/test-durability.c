@@ -287,10 +287,13 @@ static void test_syncfs_failure(void **state)
 }
 
 /* Under one-flush a failed write-back of a shard's records
- * (sync_file_range), or a failed fdatasync (its own, a fill's, or the
- * shared one, whichever comes third), fails the shard; which flush it hits
- * depends on when the fills complete, so the test asks only that what was
- * acknowledged, and nothing else, is in the spool. */
+ * (sync_file_range), a failed O_DIRECT write, or a failed fdatasync (its
+ * own, a fill's, or the shared one, whichever comes third), fails the
+ * shard; which flush it hits depends on when the fills complete, so the
+ * test asks only that what was acknowledged, and nothing else, is in the
+ * spool. Writes into prepared space go with O_DIRECT; where the file
+ * system refuses that (as the fault pretends), through the page cache and
+ * its write-back, which fails here. */
 static void test_one_flush_write_back_failure(void **state)
 {
     struct harness *h = *state;
@@ -299,10 +302,24 @@ static void test_one_flush_write_back_failure(void **state)
         fprintf(stderr, "the temp directory is on neither ext4 nor XFS: no one-flush\n");
         skip();
     }
-    sync_failure(h, "[sync]\nsync_method = one-flush\n", "sync_range_eio=1",
+    sync_failure(h, "[sync]\nsync_method = one-flush\n", "direct_einval,sync_range_eio=1",
                  "write-back and shared fdatasync", -1);
     assert_true(harness_log_has(h, "batch syncs with one-flush, as configured"));
     assert_true(harness_log_has(h, "write-back and shared fdatasync of active/syncfail."));
+    assert_true(harness_log_has(h, "its writes go through the page cache"));
+}
+
+static void test_one_flush_direct_write_failure(void **state)
+{
+    struct harness *h = *state;
+
+    if (!one_flush_fs(h)) {
+        fprintf(stderr, "the temp directory is on neither ext4 nor XFS: no one-flush\n");
+        skip();
+    }
+    sync_failure(h, "[sync]\nsync_method = one-flush\n", "direct_write_eio=2", "write to shard",
+                 -1);
+    assert_true(harness_log_has(h, "write to active/syncfail."));
 }
 
 static void test_one_flush_fdatasync_failure(void **state)
@@ -555,6 +572,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_syncfs_failure, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_flush_write_back_failure, harness_setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_one_flush_direct_write_failure, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_one_flush_fdatasync_failure, harness_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fdatasync_failure_interval_quarantines, harness_setup,
