@@ -91,7 +91,16 @@ bool shard__can_write_direct(const struct shard *s)
            block_up(s->size_written + b->len) - from <= UINT32_MAX - SHARD_BLOCK;
 }
 
-void shard__stage_direct(struct shard *s, uint32_t *len)
+size_t shard__batch_begin(struct shard *s)
+{
+    if (s->sync != SHARD_SYNC_FLUSH)
+        return 0;
+    if (s->filling.len == 0)
+        s->filling.head = s->size_queued % SHARD_BLOCK;
+    return s->filling.head + SHARD_BLOCK;
+}
+
+void shard__stage_direct(struct shard *s, struct io_req *req)
 {
     struct shard_batch *b = &s->inflight;
     size_t end = b->head + b->len;
@@ -99,7 +108,11 @@ void shard__stage_direct(struct shard *s, uint32_t *len)
 
     memcpy(b->buf, s->tail, b->head);
     memset(b->buf + end, 0, total - end);
-    *len = (uint32_t)total;
+    req->fd = s->direct_fd;
+    req->buf = b->buf;
+    req->len = (uint32_t)total;
+    req->offset = s->size_written - b->head;
+    req->direct = true;
 }
 
 int shard__direct_written(struct shard *s, const struct io_req *req, int res)

@@ -80,10 +80,17 @@ void shard__open_direct(struct shard *s);
  * last block's written bytes known, and every block it touches prepared. */
 bool shard__can_write_direct(const struct shard *s);
 
-/* Puts the bytes of the last block before the in-flight batch's records in
- * front of them, and zeros after them to the end of their last block;
- * *len: the bytes to write, whole blocks. */
-void shard__stage_direct(struct shard *s, uint32_t *len);
+/* An empty filling batch starts where the file will then end: under
+ * one-flush its records begin as far into the buffer as into their file
+ * block, and it keeps room for whole blocks. Returns the bytes to reserve
+ * beyond the records (0 unless one-flush). */
+size_t shard__batch_begin(struct shard *s);
+
+/* Sets req up as the O_DIRECT write of the in-flight batch: whole blocks,
+ * from the one its records begin in (that block's earlier bytes put in
+ * front of them again) to the one they end in (zeros after them, as the
+ * prepared space holds). */
+void shard__stage_direct(struct shard *s, struct io_req *req);
 
 /* The O_DIRECT write req of the in-flight batch completed with res: its
  * result in bytes of records (all of them), a negative errno that fails

@@ -226,19 +226,6 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
  * SHARD_RECORD_CREDS bytes longer than a client's: every count of bytes
  * here (the reservation, size_queued, and through it the trailer's
  * shard_len) comes from shard_record_size(), never from 16 + len. */
-/* An empty filling batch starts where the file will then end: under
- * one-flush its records begin as far into the buffer as into their file
- * block, and it keeps room for whole blocks (shard-prepare.c). Returns the
- * bytes to reserve beyond the records. */
-static size_t batch_begin(struct shard *s)
-{
-    if (s->sync != SHARD_SYNC_FLUSH)
-        return 0;
-    if (s->filling.len == 0)
-        s->filling.head = s->size_queued % SHARD_BLOCK;
-    return s->filling.head + SHARD_BLOCK;
-}
-
 static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
                          const struct shard_creds *creds)
 {
@@ -249,7 +236,7 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     assert(s->state == SHARD_OPEN);
     if (s->error)
         return s->error;
-    r = shard__batch_reserve(s->d, &s->filling, size + batch_begin(s));
+    r = shard__batch_reserve(s->d, &s->filling, size + shard__batch_begin(s));
     if (r < 0)
         return r;
     at = s->filling.buf + s->filling.head + s->filling.len;
@@ -281,7 +268,7 @@ int shard_reserve(struct shard *s, size_t bytes)
     if (s->state != SHARD_OPEN || s->error)
         return 0;
     return shard__batch_reserve(s->d, &s->filling,
-                                (bytes < room ? bytes : (size_t)room) + batch_begin(s));
+                                (bytes < room ? bytes : (size_t)room) + shard__batch_begin(s));
 }
 
 int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns)
@@ -488,14 +475,7 @@ static void queue_write(struct shard *s, bool then_sync)
     req->cb = on_write;
     req->data = s;
     if (s->write_direct) {
-        /* Whole blocks, from the one the records begin in (its earlier
-         * bytes again) to the one they end in (zeros after them, as the
-         * prepared space holds). */
-        shard__stage_direct(s, &req->len);
-        req->fd = s->direct_fd;
-        req->buf = s->inflight.buf;
-        req->offset = s->size_written - s->inflight.head;
-        req->direct = true;
+        shard__stage_direct(s, req);
         io_queue(s->d->io, req);
         return; /* it joins the shared fdatasync once written */
     }
