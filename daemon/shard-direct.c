@@ -72,6 +72,15 @@ void shard__open_direct(struct shard *s)
     s->direct_fd = fd;
 }
 
+void shard__direct_refused(struct shard *s, const struct io_req *req, int res)
+{
+    log_warning("active/%s: the file system refused a write of %" PRIu32 " bytes at offset "
+                "%" PRIu64 " with O_DIRECT (%s); its writes go through the page cache",
+                s->tmp_name, req->len, req->offset, strerror(-res));
+    s->direct_off = true;
+    shard__close_direct(s);
+}
+
 void shard__close_direct(struct shard *s)
 {
     if (s->direct_fd >= 0)
@@ -124,11 +133,7 @@ int shard__direct_written(struct shard *s, const struct io_req *req, int res)
         return (int)b->len;
     }
     if (res == -EINVAL || res == -EOPNOTSUPP) {
-        log_warning("active/%s: the file system refused a write of %" PRIu32 " bytes at offset "
-                    "%" PRIu64 " with O_DIRECT (%s); its writes go through the page cache",
-                    s->tmp_name, req->len, req->offset, strerror(-res));
-        s->direct_off = true;
-        shard__close_direct(s);
+        shard__direct_refused(s, req, res);
         s->inflight_done = 0;
         return 0;
     }

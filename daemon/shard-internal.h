@@ -103,5 +103,9 @@ int shard__direct_written(struct shard *s, const struct io_req *req, int res);
  * write. */
 void shard__keep_tail(struct shard *s, const struct shard_batch *b);
 
+/* The O_DIRECT write req came back with res, EINVAL or EOPNOTSUPP: says
+ * so, and the shard's writes go through the page cache from now on. */
+void shard__direct_refused(struct shard *s, const struct io_req *req, int res);
+
 /* Closes the O_DIRECT descriptor, if any. */
 void shard__close_direct(struct shard *s);

@@ -44,8 +44,9 @@
 #define FILL_ALIGN 4096u
 
 /* What every fill writes. Never written to, so its pages are the kernel's
- * shared zero page and cost no memory. */
-static const unsigned char zeros[FILL_LARGEST];
+ * shared zero page and cost no memory (not const: a const array would be
+ * 1 MiB of the program file). Aligned for O_DIRECT. */
+static unsigned char zeros[FILL_LARGEST] __attribute__((aligned(SHARD_BLOCK)));
 
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
@@ -69,6 +70,7 @@ void shard__prepare_ahead(struct shard *s, uint64_t wrote)
     uint64_t chunk = s->fills == 0 ? FILL_MIN : FILL_MAX;
     uint64_t cap = round_up(s->d->config.max_shard_bytes, FILL_ALIGN) + FILL_ALIGN;
     uint64_t from, to;
+    bool direct;
 
     if (s->sync != SHARD_SYNC_FLUSH || s->fill_off || s->fill_writing || s->fill_syncing ||
         s->write_busy || s->error || s->state != SHARD_OPEN || s->fd < 0)
@@ -91,12 +93,18 @@ void shard__prepare_ahead(struct shard *s, uint64_t wrote)
     s->fill_end = to;
     s->fill_writing = true;
     s->fill_syncing = true;
+    /* Once the file is open with O_DIRECT (shard-direct.c), the zeros go
+     * to the disk as they are written, and the fill's fdatasync has only
+     * the size and the blocks to make durable, which keeps short the
+     * shared sync that every shard waiting joins. */
+    direct = s->direct_fd >= 0 && from % SHARD_BLOCK == 0;
     s->fill_write_req = (struct io_req){
         .op = IO_WRITE,
-        .fd = s->fd,
+        .fd = direct ? s->direct_fd : s->fd,
         .buf = zeros,
         .len = (uint32_t)(to - from),
         .offset = from,
+        .direct = direct,
         .cb = on_fill_written,
         .data = s,
     };
@@ -108,10 +116,17 @@ static void on_fill_written(struct io_req *req, int res)
     struct shard *s = req->data;
 
     s->fill_writing = false;
-    if (res >= 0 && (uint32_t)res == req->len) {
-        /* The next shared fdatasync is of this file: it writes the zeros
-         * back and makes the new size and blocks durable, and its cache
-         * flush serves every shard that joined it. */
+    if (req->direct && (res == -EINVAL || res == -EOPNOTSUPP)) {
+        /* O_DIRECT refused: nothing counts of this fill, which is asked
+         * for again through the page cache. */
+        s->fill_syncing = false;
+        s->fill_end = s->fill_from;
+        shard__direct_refused(s, req, res);
+        shard__prepare_ahead(s, 0);
+    } else if (res >= 0 && (uint32_t)res == req->len) {
+        /* The next shared fdatasync is of this file: it writes back the
+         * zeros not on the disk yet, makes the new size and blocks
+         * durable, and its cache flush serves every shard that joined it. */
         s->fill_sync.own_file = true;
         s->fill_sync.fd = s->fd;
         s->fill_sync.done = on_fill_synced;
@@ -140,9 +155,10 @@ static void on_fill_synced(struct group_member *m, int res)
     if (res < 0) {
         shard__sync_failed(s, "fdatasync of the space prepared ahead", res);
     } else if (!s->sync_error && s->fill_end > s->prepared_end) {
-        /* Every byte below fill_end was in the page cache when this sync
-         * started (the records before fill_from had completed, the zeros
-         * too), so their blocks and the size are durable now. */
+        /* Every byte below fill_end was written (to the page cache or the
+         * disk) when this sync started (the records before fill_from had
+         * completed, the zeros too), so their blocks and the size are
+         * durable now. */
         s->prepared_end = s->fill_end;
         s->fills++;
         shard__open_direct(s);
