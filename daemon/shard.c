@@ -305,9 +305,11 @@ enum shard_sync shard_sync_for_policy(const struct daemon *d, unsigned fsync_pol
 
 const char *shard_sync_name(const struct shard *s)
 {
+    if (s->sync_failed_what)
+        return s->sync_failed_what;
     switch (s->sync) {
     case SHARD_SYNC_SHARED: return "syncfs";
-    case SHARD_SYNC_FLUSH: return "write-back and shared fdatasync";
+    case SHARD_SYNC_FLUSH: return "shared fdatasync";
     default: return "fdatasync";
     }
 }
@@ -603,6 +605,7 @@ void shard__sync_failed(struct shard *s, const char *what, int res)
      * the dirty pages, and a later success would prove nothing. Only what
      * earlier syncs proved is kept. */
     s->sync_error = res;
+    s->sync_failed_what = s->sync_failed_what ? s->sync_failed_what : what; /* the first */
     d->stats.io_errors++;
     log_error("%s of active/%s failed: %s; the %" PRIu64 " records synced before "
               "stay, nothing after them is trusted",
@@ -618,12 +621,13 @@ void shard__sync_failed(struct shard *s, const char *what, int res)
 }
 
 /* A sync's end: an fdatasync of the shard's own, a shared syncfs or
- * fdatasync, or a write-back that failed before it could join one. */
-static void sync_done(struct shard *s, int res);
+ * fdatasync, or a write-back that failed before it could join one; what
+ * names it for messages. */
+static void sync_done(struct shard *s, int res, const char *what);
 
 static void on_sync(struct io_req *req, int res)
 {
-    sync_done(req->data, res);
+    sync_done(req->data, res, "fdatasync");
 }
 
 /* One-flush: the write's pages are on the disk, in blocks whose allocation
@@ -633,7 +637,7 @@ static void on_written_back(struct io_req *req, int res)
     struct shard *s = req->data;
 
     if (res < 0) {
-        sync_done(s, res); /* cancelled behind a short write, or failed */
+        sync_done(s, res, "write-back (sync_file_range)"); /* or cancelled */
         return;
     }
     s->group.done = on_group_sync;
@@ -643,10 +647,12 @@ static void on_written_back(struct io_req *req, int res)
 
 static void on_group_sync(struct group_member *m, int res)
 {
-    sync_done((struct shard *)((char *)m - offsetof(struct shard, group)), res);
+    struct shard *s = (struct shard *)((char *)m - offsetof(struct shard, group));
+
+    sync_done(s, res, shard_sync_name(s));
 }
 
-static void sync_done(struct shard *s, int res)
+static void sync_done(struct shard *s, int res, const char *what)
 {
     assert(s->sync_busy && s->state != SHARD_SEALING);
     s->sync_busy = false;
@@ -660,7 +666,7 @@ static void sync_done(struct shard *s, int res)
         return;
     }
     if (res < 0 && res != -ECANCELED) {
-        shard__sync_failed(s, shard_sync_name(s), res);
+        shard__sync_failed(s, what, res);
         shard__maybe_start_seal(s);
         return;
     }

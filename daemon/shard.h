@@ -156,6 +156,7 @@ struct shard {
     uint64_t sync_queued_ns;   /* monotonic: for the fsync latency histogram */
     uint64_t dirty_since_ns;   /* interval: when written data first went unsynced */
     int sync_error;            /* a failed fdatasync: nothing after size_synced is trusted */
+    const char *sync_failed_what; /* the step that failed, for messages (static text) */
 
     /* SHARD_SYNC_FLUSH: the file's space written with zeros and synced
      * ahead of the records (shard-prepare.c). */
@@ -236,8 +237,10 @@ int shard_append(struct shard *s, const void *rec, uint32_t len, uint64_t timest
 int shard_append_creds(struct shard *s, const void *rec, uint32_t len, uint64_t timestamp_ns,
                        const struct shard_creds *creds);
 
-/* What syncs the shard's writes, for messages: "fdatasync", or "syncfs"
- * (a shared sync of the spool's file system, which covered the shard). */
+/* What syncs the shard's writes, for messages: "fdatasync", "syncfs" (a
+ * shared sync of the spool's file system, which covered the shard) or
+ * "shared fdatasync" (one-flush); after a sync failed, the step that
+ * failed (a write-back, the fdatasync of the space prepared ahead...). */
 const char *shard_sync_name(const struct shard *s);
 
 /* Records of this shard that count as acknowledged under its way of

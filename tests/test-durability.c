@@ -303,9 +303,9 @@ static void test_one_flush_write_back_failure(void **state)
         skip();
     }
     sync_failure(h, "[sync]\nsync_method = one-flush\n", "direct_einval,sync_range_eio=1",
-                 "write-back and shared fdatasync", -1);
+                 "write-back (sync_file_range)", -1);
     assert_true(harness_log_has(h, "batch syncs with one-flush, as configured"));
-    assert_true(harness_log_has(h, "write-back and shared fdatasync of active/syncfail."));
+    assert_true(harness_log_has(h, "write-back (sync_file_range) of active/syncfail."));
     assert_true(harness_log_has(h, "its writes go through the page cache"));
 }
 
