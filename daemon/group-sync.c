@@ -22,9 +22,10 @@ void group_sync_join(struct daemon *d, struct group_member *m)
     io_want_submit(d->io); /* the loop must come round to group_sync_submit */
 }
 
-static void on_shared_sync(struct io_req *req, int res)
+/* Every sync of the slot has ended: each member it covered hears the
+ * result, the first failure if any. */
+static void slot_done(struct group_sync_slot *slot)
 {
-    struct group_sync_slot *slot = req->data;
     struct daemon *d = slot->d;
     struct group_sync *g = &d->group_sync;
 
@@ -35,10 +36,20 @@ static void on_shared_sync(struct io_req *req, int res)
 
         list_del(&m->node);
         g->members++;
-        m->done(m, res);
+        m->done(m, slot->res);
     }
     if (!list_empty(&g->waiting))
         io_want_submit(d->io);
+}
+
+static void on_shared_sync(struct io_req *req, int res)
+{
+    struct group_sync_slot *slot = req->data;
+
+    if (res < 0 && slot->res == 0)
+        slot->res = res;
+    if (--slot->pending == 0)
+        slot_done(slot);
 }
 
 void group_sync_submit(struct daemon *d)
@@ -55,30 +66,38 @@ void group_sync_submit(struct daemon *d)
         return; /* starts when one of those in flight ends */
     slot->busy = true;
     slot->d = d;
+    slot->res = 0;
+    slot->pending = 0;
+    list_move_all(&slot->covered, &g->waiting);
     if (d->batch_sync == SYNC_METHOD_ONE_FLUSH) {
-        struct group_member *own = NULL;
-        struct list_node *n, *tmp;
+        struct list_node *n;
 
-        list_for_each_safe(n, tmp, &g->waiting) {
+        /* Each member whose file has metadata to make durable gets the
+         * fdatasync of its file, all at once; the others need none of
+         * their own, any one of those flushes serves them. */
+        for (n = slot->covered.next; n != &slot->covered; n = n->next) {
             struct group_member *m = list_entry(n, struct group_member, node);
 
-            if (m->own_file && own)
-                continue; /* the next sync is of its file */
-            if (m->own_file)
-                own = m;
-            list_del(&m->node);
-            list_add_tail(&slot->covered, &m->node);
+            if (!m->own_file)
+                continue;
+            m->req = (struct io_req){
+                .op = IO_FDATASYNC,
+                .fd = m->fd,
+                .cb = on_shared_sync,
+                .data = slot,
+            };
+            slot->pending++;
+            io_queue(d->io, &m->req);
         }
-        if (!own)
-            own = list_entry(slot->covered.next, struct group_member, node);
+        if (slot->pending > 0)
+            return;
         slot->req = (struct io_req){
             .op = IO_FDATASYNC,
-            .fd = own->fd,
+            .fd = list_entry(slot->covered.next, struct group_member, node)->fd,
             .cb = on_shared_sync,
             .data = slot,
         };
     } else {
-        list_move_all(&slot->covered, &g->waiting);
         slot->req = (struct io_req){
             .op = IO_SYNCFS,
             .fd = d->active_fd,
@@ -86,5 +105,6 @@ void group_sync_submit(struct daemon *d)
             .data = slot,
         };
     }
+    slot->pending = 1;
     io_queue(d->io, &slot->req);
 }

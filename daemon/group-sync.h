@@ -4,8 +4,10 @@
  * under one-flush, by one fdatasync of a member's file, whose cache flush
  * makes durable every write that completed on the disk before it (each
  * member wrote into space prepared ahead, so its data needs no metadata,
- * and waited for its pages' write-back with sync_file_range before it
- * joined).
+ * and its write was on the disk, with O_DIRECT or after its pages'
+ * write-back, before it joined). Members whose files have metadata to
+ * make durable (zeros written ahead) get an fdatasync of their file each,
+ * started together; then the sync ends when the last of them does.
  *
  * A shard whose write completed joins the group; at the end of the tick
  * (group_sync_submit(), after the writes are queued) one sync starts and
@@ -33,10 +35,11 @@ struct group_member {
      * any member's file, which stays open until its done has run. */
     int fd;
     /* Under one-flush, the member's file has metadata to make durable (zeros
-     * written ahead, shard-prepare.c): the shared fdatasync is of its file,
-     * which costs no cache flush of its own. One such member per sync; the
-     * others wait for the next. */
+     * written ahead, shard-prepare.c): the sync that covers it includes an
+     * fdatasync of its file, which serves the others as the flush they
+     * need, so it costs none of its own. */
     bool own_file;
+    struct io_req req; /* internal: the fdatasync of an own_file member's file */
     /* The result of the sync that covered this member: 0 or a negative
      * errno. Called once per join, from the loop. */
     void (*done)(struct group_member *m, int res);
@@ -49,6 +52,8 @@ struct group_member {
 struct group_sync_slot {
     struct list_node covered; /* what this sync covers */
     bool busy;
+    unsigned pending; /* its syncs still in flight (one-flush: one per own_file member) */
+    int res;          /* the first of them that failed, else 0 */
     struct io_req req;
     struct daemon *d;
 };
