@@ -268,10 +268,13 @@ static int read_trailer(struct shard_reader *r, struct shard_item *ret)
     return 1;
 }
 
-static int next_item(struct shard_reader *r, struct shard_item *ret)
+int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
 {
     ssize_t avail;
     const unsigned char *p;
+
+    if (r->error)
+        return r->error;
 
     avail = reader_fill(r, SHARD_RECORD_HEADER);
     if (avail < 0)
@@ -367,13 +370,6 @@ static int next_item(struct shard_reader *r, struct shard_item *ret)
         r->shard_records++;
         return 1;
     }
-}
-
-int shard_reader_next(struct shard_reader *r, struct shard_item *ret)
-{
-    if (r->error)
-        return r->error;
-    return next_item(r, ret);
 }
 
 /* ---- skipping damage ---- */

@@ -426,15 +426,20 @@ static void on_group_sync(struct group_member *m, int res);
 
 /* SHARD_SYNC_SHARED: everything written so far waits for the next syncfs
  * of the spool's file system (group-sync.h). */
+static void enter_group(struct shard *s)
+{
+    s->group.done = on_group_sync;
+    s->group.fd = s->fd;
+    group_sync_join(s->d, &s->group);
+}
+
 static void join_group_sync(struct shard *s)
 {
     s->sync_busy = true;
     s->sync_size = s->size_written;
     s->sync_records = s->records_written;
     s->sync_queued_ns = now_monotonic_ns();
-    s->group.done = on_group_sync;
-    s->group.fd = s->fd;
-    group_sync_join(s->d, &s->group);
+    enter_group(s);
 }
 
 /* Queues a sync that will prove everything written so far (and, when
@@ -447,8 +452,8 @@ static void queue_sync(struct shard *s, uint64_t size, uint64_t records)
 
     memset(req, 0, sizeof(*req));
     if (s->sync == SHARD_SYNC_FLUSH && size <= s->prepared_end &&
-        size - (s->size_synced & ~(uint64_t)4095) <= UINT32_MAX) {
-        uint64_t from = s->size_synced & ~(uint64_t)4095;
+        size - (s->size_synced & ~(uint64_t)(SHARD_BLOCK - 1)) <= UINT32_MAX) {
+        uint64_t from = s->size_synced & ~(uint64_t)(SHARD_BLOCK - 1);
 
         req->op = IO_SYNC_RANGE;
         req->offset = from;
@@ -640,9 +645,7 @@ static void on_written_back(struct io_req *req, int res)
         sync_done(s, res, "write-back (sync_file_range)"); /* or cancelled */
         return;
     }
-    s->group.done = on_group_sync;
-    s->group.fd = s->fd;
-    group_sync_join(s->d, &s->group);
+    enter_group(s); /* what it proves, queue_sync set */
 }
 
 static void on_group_sync(struct group_member *m, int res)

@@ -401,12 +401,12 @@ int cat_shard_range(int fd, const char *path, const struct cat_opts *o, bool act
     } else {
         r = shard_reader_new_range(&reader, fd, offset, len);
     }
-    if (r == 0 && active)
-        shard_reader_set_active(reader);
     if (r < 0) {
         fprintf(stderr, "logctl: cat: %s: %s\n", path, strerror(-r));
         return r;
     }
+    if (active)
+        shard_reader_set_active(reader);
     r = cat_read_range(reader, path, o, active ? SHARD_SKIP_GROWING : 0, true, more_after, &damaged,
                        ret_out_err);
     if (r == -ENODATA) {

@@ -294,16 +294,22 @@ static void test_syncfs_failure(void **state)
  * spool. Writes into prepared space go with O_DIRECT; where the file
  * system refuses that (as the fault pretends), through the page cache and
  * its write-back, which fails here. */
-static void test_one_flush_write_back_failure(void **state)
+/* sync_failure() under sync_method = one-flush, where the file system
+ * takes it; the test is skipped elsewhere. */
+static void one_flush_failure(struct harness *h, const char *fault, const char *what)
 {
-    struct harness *h = *state;
-
     if (!one_flush_fs(h)) {
         fprintf(stderr, "the temp directory is on neither ext4 nor XFS: no one-flush\n");
         skip();
     }
-    sync_failure(h, "[sync]\nsync_method = one-flush\n", "direct_einval,sync_range_eio=1",
-                 "write-back (sync_file_range)", -1);
+    sync_failure(h, "[sync]\nsync_method = one-flush\n", fault, what, -1);
+}
+
+static void test_one_flush_write_back_failure(void **state)
+{
+    struct harness *h = *state;
+
+    one_flush_failure(h, "direct_einval,sync_range_eio=1", "write-back (sync_file_range)");
     assert_true(harness_log_has(h, "batch syncs with one-flush, as configured"));
     assert_true(harness_log_has(h, "write-back (sync_file_range) of active/syncfail."));
     assert_true(harness_log_has(h, "its writes go through the page cache"));
@@ -313,24 +319,13 @@ static void test_one_flush_direct_write_failure(void **state)
 {
     struct harness *h = *state;
 
-    if (!one_flush_fs(h)) {
-        fprintf(stderr, "the temp directory is on neither ext4 nor XFS: no one-flush\n");
-        skip();
-    }
-    sync_failure(h, "[sync]\nsync_method = one-flush\n", "direct_write_eio=2", "write to shard",
-                 -1);
+    one_flush_failure(h, "direct_write_eio=2", "write to shard");
     assert_true(harness_log_has(h, "write to active/syncfail."));
 }
 
 static void test_one_flush_fdatasync_failure(void **state)
 {
-    struct harness *h = *state;
-
-    if (!one_flush_fs(h)) {
-        fprintf(stderr, "the temp directory is on neither ext4 nor XFS: no one-flush\n");
-        skip();
-    }
-    sync_failure(h, "[sync]\nsync_method = one-flush\n", "fdatasync_eio=3", "fdatasync", -1);
+    one_flush_failure(*state, "fdatasync_eio=3", "fdatasync");
 }
 
 /* Under interval, records are acknowledged before any sync proves them; a

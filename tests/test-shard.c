@@ -247,6 +247,20 @@ static void before_submit_shared(void *data)
     group_sync_submit(data);
 }
 
+/* Runs the loop until every shard of s counts want records acknowledged. */
+static void run_until_acked(struct fixture *f, struct shard **s, int n, uint64_t want)
+{
+    bool all = false;
+
+    for (int k = 0; k < 100000 && !all; k++) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        all = true;
+        for (int i = 0; i < n; i++)
+            all = all && shard_records_acked(s[i]) == want;
+    }
+    assert_true(all);
+}
+
 /* fsync = batch with sync_method syncfs: each shard's write joins the next
  * shared syncfs, and its records count as acknowledged only once that
  * completes; the shards then seal as usual. */
@@ -257,7 +271,6 @@ static void test_shared_sync(void **state)
     struct owner o[3] = { { 0 } };
     struct shard *s[3];
     char *names[3];
-    bool all;
 
     shared.sync = SHARD_SYNC_SHARED;
     f->d.batch_sync = SYNC_METHOD_SYNCFS;
@@ -268,14 +281,7 @@ static void test_shared_sync(void **state)
         append_records(s[i], 0, 100);
         assert_int_equal(shard_records_acked(s[i]), 0);
     }
-    all = false;
-    for (int n = 0; n < 100000 && !all; n++) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        all = true;
-        for (int i = 0; i < 3; i++)
-            all = all && shard_records_acked(s[i]) == 100;
-    }
-    assert_true(all);
+    run_until_acked(f, s, 3, 100);
     /* Each shard wrote once and was covered once, by one syncfs or more. */
     assert_int_equal(f->d.group_sync.members, 3);
     assert_true(f->d.group_sync.syncs >= 1 && f->d.group_sync.syncs <= 3);
@@ -293,24 +299,10 @@ static void test_shared_sync(void **state)
     }
 }
 
-/* Runs the loop until every shard of s counts want records acknowledged. */
-static void run_until_acked(struct fixture *f, struct shard **s, int n, uint64_t want)
-{
-    bool all = false;
-
-    for (int k = 0; k < 100000 && !all; k++) {
-        uv_run(&f->loop, UV_RUN_ONCE);
-        all = true;
-        for (int i = 0; i < n; i++)
-            all = all && shard_records_acked(s[i]) == want;
-    }
-    assert_true(all);
-}
-
 /* fsync = batch with sync_method one-flush: zeros are written ahead of the
  * records and made durable by the shared fdatasync of the shard's file;
- * once they are, a write into them is acknowledged through its write-back
- * and a shared fdatasync; the seal cuts the zeros, so the sealed shard ends
+ * once they are, a write into them goes to the disk with O_DIRECT (or is
+ * written back) and is acknowledged after a shared fdatasync; the seal cuts the zeros, so the sealed shard ends
  * with its trailer. */
 static void test_one_flush(void **state)
 {
