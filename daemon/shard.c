@@ -424,8 +424,6 @@ static void on_sync(struct io_req *req, int res);
 static void on_written_back(struct io_req *req, int res);
 static void on_group_sync(struct group_member *m, int res);
 
-/* SHARD_SYNC_SHARED: everything written so far waits for the next syncfs
- * of the spool's file system (group-sync.h). */
 static void enter_group(struct shard *s)
 {
     s->group.done = on_group_sync;
@@ -433,6 +431,7 @@ static void enter_group(struct shard *s)
     group_sync_join(s->d, &s->group);
 }
 
+/* Everything written so far waits for the next shared sync (group-sync.h). */
 static void join_group_sync(struct shard *s)
 {
     s->sync_busy = true;
@@ -541,9 +540,7 @@ static void on_write(struct io_req *req, int res)
         s->write_direct = false;
         res = shard__direct_written(s, req, res);
         if (res == 0) {
-            /* Not all of it went (or O_DIRECT was refused): the rest goes
-             * through the page cache, then its write-back and the shared
-             * sync. */
+            /* Short, or refused: the rest through the page cache. */
             s->sync_wanted = true;
             queue_write(s, false);
             return;
@@ -625,9 +622,8 @@ void shard__sync_failed(struct shard *s, const char *what, int res)
     }
 }
 
-/* A sync's end: an fdatasync of the shard's own, a shared syncfs or
- * fdatasync, or a write-back that failed before it could join one; what
- * names it for messages. */
+/* A sync's end: the shard's own fdatasync, a shared sync, or a write-back
+ * that failed before it could join one (what names it for messages). */
 static void sync_done(struct shard *s, int res, const char *what);
 
 static void on_sync(struct io_req *req, int res)
@@ -635,8 +631,7 @@ static void on_sync(struct io_req *req, int res)
     sync_done(req->data, res, "fdatasync");
 }
 
-/* One-flush: the write's pages are on the disk, in blocks whose allocation
- * is durable already; the shared fdatasync's cache flush makes them stay. */
+/* One-flush: the pages are on the disk; the shared fdatasync keeps them. */
 static void on_written_back(struct io_req *req, int res)
 {
     struct shard *s = req->data;
