@@ -48,6 +48,9 @@
 #   TIMEOUT=SECONDS  limit for one run (default 600)
 #   LOGSHARD_REV=REV what to call the logshard source in the report and the
 #                    plot (default: git describe of the build's source tree)
+#   DROP_CACHES=0|1  before every run, write back what the last one left and
+#                    drop the page cache (default 1 where
+#                    /proc/sys/vm/drop_caches is writable); see settle()
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -450,7 +453,22 @@ run_logshard_syslog() {
     rm -rf -- "$d"
 }
 
+# settle: what the last run left must not be timed in this one: its dirty
+# pages are written back here, not in the middle of the next run, and with
+# DROP_CACHES the page cache is dropped. On an ext4 without a journal, every
+# file created walks past each inode deleted in the last minute (six while
+# its inode table block is dirty) whose block is still cached
+# (recently_deleted() in the kernel): a run of 1,000 producers leaves 1,000
+# shard files behind, removed with the run, and the next run's creates paid
+# for them (daemon CPU 1.28 s instead of 0.39 s, docs/BENCHMARKS.md).
+DROP_CACHES=${DROP_CACHES:-$([[ -w /proc/sys/vm/drop_caches ]] && echo 1 || echo 0)}
+settle() {
+    sync
+    if [[ $DROP_CACHES == 1 ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
+}
+
 run_one() { # SYSTEM WORKLOAD N
+    settle
     if [[ $1 != logshard ]]; then
         run_peer "$@"
     elif [[ ${WL_MODE[$2]} == syslog || ${WL_MODE[$2]} == dgram ]]; then
@@ -468,6 +486,7 @@ FS_TYPE=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || stat -f -c %T "$WORK")
 START_DATE=$(date +%Y-%m-%d)
 say "compare-peers: logshard $LOGSHARD_VERSION ($BUILD, source $LOGSHARD_REV), rsyslog $RSYSLOG_VERSION ($RSYSLOGD), syslog-ng $SYSLOGNG_VERSION ($SYSLOGNG)"
 say "compare-peers: $(hostname), $(nproc) CPUs ($CPU_MODEL), Linux $(uname -r), temp dir on $FS_TYPE, $REPEAT repeat(s)"
+say "compare-peers: before every run: sync$([[ $DROP_CACHES == 1 ]] && echo ', page cache dropped' || echo ', page cache kept (DROP_CACHES=0)')"
 say "compare-peers: net.unix.max_dgram_qlen $(cat /proc/sys/net/unix/max_dgram_qlen 2>/dev/null || echo unknown) (the queue of a datagram socket; systemd sets 512)"
 t_start=$(date +%s)
 for w in "${WORKLOAD_LIST[@]}"; do
