@@ -165,6 +165,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 mkdir -p "$TMPBASE"
 WORK=$(mktemp -d "$TMPBASE/compare-peers.XXXXXX")
+# The top of a directory tree for ext4's inode allocator (chattr +T): each
+# run's directory goes to a block group of its own choosing, not next to
+# the files the last runs removed (see settle()). Elsewhere a no-op.
+chattr +T "$WORK" 2>/dev/null || true
 
 # ---- the peers: installed, or unpacked into a private root --------------
 export DEBIAN_FRONTEND=noninteractive
@@ -460,7 +464,9 @@ run_logshard_syslog() {
 # its inode table block is dirty) whose block is still cached
 # (recently_deleted() in the kernel): a run of 1,000 producers leaves 1,000
 # shard files behind, removed with the run, and the next run's creates paid
-# for them (daemon CPU 1.28 s instead of 0.39 s, docs/BENCHMARKS.md).
+# for them (daemon CPU 1.28 s instead of 0.39 s, docs/BENCHMARKS.md). A
+# dropped block is read again by the first create near it, so this alone
+# does not end it; WORK's +T attribute (above) does the rest.
 DROP_CACHES=${DROP_CACHES:-$([[ -w /proc/sys/vm/drop_caches ]] && echo 1 || echo 0)}
 settle() {
     sync
