@@ -25,12 +25,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon.h"
 #include "log.h"
+#include "memory.h"
 #include "shard.h"
 #include "shard-internal.h"
 
@@ -141,6 +143,22 @@ int shard__direct_written(struct shard *s, const struct io_req *req, int res)
         return res;
     s->inflight_done = (size_t)res > b->head ? (size_t)res - b->head : 0;
     return 0;
+}
+
+void shard__alloc_tail(struct shard *s)
+{
+    s->tail = malloc(SHARD_BLOCK);
+    if (s->tail)
+        memory_adjust(s->d, SHARD_BLOCK, 0);
+}
+
+void shard__free_tail(struct shard *s)
+{
+    if (!s->tail)
+        return;
+    free(s->tail);
+    s->tail = NULL;
+    memory_adjust(s->d, 0, SHARD_BLOCK);
 }
 
 void shard__keep_tail(struct shard *s, const struct shard_batch *b)

@@ -98,6 +98,12 @@ void shard__stage_direct(struct shard *s, struct io_req *req);
  * from inflight_done on (a short write, or O_DIRECT refused). */
 int shard__direct_written(struct shard *s, const struct io_req *req, int res);
 
+/* The copy of the file's last block, under one-flush: it counts towards
+ * memory_limit_bytes, as the producer's batches do. Without it (no
+ * memory), every write goes through the page cache. */
+void shard__alloc_tail(struct shard *s);
+void shard__free_tail(struct shard *s);
+
 /* After a write of batch b completed (size_written already counts it):
  * keeps the written bytes of the file's last block for the next O_DIRECT
  * write. */

@@ -140,7 +140,7 @@ static void shard_free(struct shard *s)
     if (s->fd >= 0)
         (void)close(s->fd); /* data was synced, or the shard failed already */
     shard__close_direct(s);
-    free(s->tail);
+    shard__free_tail(s);
     seal_free(&s->seal);
     free(s->tmp_name);
     free(s->done_name);
@@ -212,7 +212,7 @@ int shard_open(struct daemon *d, const struct shard_ident *ident, void *owner,
     s->created_mono_ns = now_monotonic_ns();
     s->sync = ident->sync;
     if (s->sync == SHARD_SYNC_FLUSH)
-        s->tail = malloc(SHARD_BLOCK); /* without it, writes stay buffered */
+        shard__alloc_tail(s);
     list_add_tail(&d->shards, &s->node);
     d->stats.shards_opened++;
     if (s->has_stream)

@@ -354,6 +354,9 @@ static void test_one_flush(void **state)
             assert_true(s[i]->size_synced <= s[i]->prepared_end);
         }
     }
+    /* Settled, the shards hold no batch: what counts towards
+     * memory_limit_bytes is the copy of each one's last file block. */
+    assert_int_equal(f->d.memory_bytes, 3 * SHARD_BLOCK);
     for (int i = 0; i < 3; i++) {
         /* The rounds' writes went to the disk with O_DIRECT (but for the
          * first, whose file block's earlier bytes were not kept yet), or,
@@ -364,6 +367,7 @@ static void test_one_flush(void **state)
             assert_true(s[i]->direct_writes >= 18);
         assert_true(s[i]->fills >= 1);
         assert_true(shard_settled(s[i]));
+        assert_non_null(s[i]->tail);
         names[i] = strdup(s[i]->done_name);
         shard_detach(s[i]);
         shard_seal(s[i]);
