@@ -148,6 +148,7 @@ struct daemon {
     struct budget *budget;         /* budget.c's; NULL until budget_start */
     struct list_node paused_sessions; /* sessions not reading: over a budget */
     uint64_t memory_bytes;         /* receive and batch buffers, all sessions (memory.c's) */
+    uint64_t memory_stalled_bytes; /* of those, what only senders can release (memory.c's) */
     uint64_t open_shards;
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;

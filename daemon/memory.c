@@ -158,6 +158,12 @@ void memory_adjust(struct daemon *d, size_t add, size_t sub)
     d->memory_bytes -= sub;
 }
 
+void memory_adjust_stalled(struct daemon *d, size_t add, size_t sub)
+{
+    d->memory_stalled_bytes += add;
+    d->memory_stalled_bytes -= sub;
+}
+
 uint64_t memory_used(const struct daemon *d)
 {
     return d->memory_bytes;
@@ -176,7 +182,7 @@ bool memory_session_over_budget(const struct daemon *d, uint64_t held)
 
 bool memory_daemon_may_resume(const struct daemon *d)
 {
-    return d->memory_bytes <= d->config.memory_limit_bytes / 4 * 3;
+    return d->memory_bytes - d->memory_stalled_bytes <= d->config.memory_limit_bytes / 4 * 3;
 }
 
 bool memory_session_may_resume(const struct daemon *d, uint64_t held)

@@ -71,6 +71,14 @@ void memory_pool_drain(struct daemon *d);
  * and shrank by sub bytes. */
 void memory_adjust(struct daemon *d, size_t add, size_t sub);
 
+/* Of the memory counted, bytes that only their senders can release: the
+ * unfinished messages of syslog stream connections paused for memory grew
+ * by add and shrank by sub. They count towards memory_limit_bytes, but do
+ * not keep anyone from reading again (memory_daemon_may_resume): those
+ * connections are among the paused, and reading them on is what ends
+ * their messages. */
+void memory_adjust_stalled(struct daemon *d, size_t add, size_t sub);
+
 /* What the daemon holds for producers now, in bytes. */
 uint64_t memory_used(const struct daemon *d);
 
@@ -82,8 +90,9 @@ bool memory_over_budget(const struct daemon *d, uint64_t held);
 bool memory_session_over_budget(const struct daemon *d, uint64_t held);
 
 /* Whether the daemon has fallen far enough under memory_limit_bytes (to
- * three quarters of it) for sessions paused for memory to read again. The
- * gap below the limit keeps a session from pausing again at once. */
+ * three quarters of it), stalled bytes not counted, for sessions paused
+ * for memory to read again. The gap below the limit keeps a session from
+ * pausing again at once. */
 bool memory_daemon_may_resume(const struct daemon *d);
 
 /* Whether a session paused for memory that holds held bytes is far enough

@@ -22,10 +22,11 @@
  * memory_limit_bytes; the sender then blocks in write() once the socket's
  * buffer is full. It reads again, in the order the connections paused,
  * under the same thresholds as a session (memory.h). While it is not read,
- * a connection keeps only the bytes of its unfinished message (rx_shrink);
- * paused connections hold the daemon above those thresholds only if what
- * their senders left unfinished adds up to three quarters of
- * memory_limit_bytes (messages are at most max_record_bytes). And a connection
+ * a connection keeps only the bytes of its unfinished message (rx_shrink),
+ * and those count as stalled (memory_adjust_stalled): only reading the
+ * connection on can end the message, so they keep nobody paused, this
+ * connection included, and the periodic sweep looks at the paused again
+ * (nothing in flight may be left to wake them). And a connection
  * shares the loop tick's read budget with the producer sessions: once it
  * is spent, the connection waits for its turn (read-turns.h), so that 64
  * busy senders do not fill 64 batch buffers of megabytes in one tick.
@@ -347,8 +348,11 @@ static void on_conn_closed(uv_handle_t *h);
 static void set_state(struct conn *c, enum conn_state next)
 {
     assert(c->state != CONN_CLOSING);
-    if (c->state == CONN_PAUSED)
+    if (c->state == CONN_PAUSED) {
         list_del(&c->paused_node);
+        memory_adjust_stalled(c->l->d, 0, c->stalled);
+        c->stalled = 0;
+    }
     if (c->state == CONN_QUOTA)
         budget_unwait(&c->quota_waiter);
     if (c->state == CONN_TURN)
@@ -515,6 +519,8 @@ static int read_some(struct conn *c, size_t max_reads, size_t max_bytes, bool bu
                                     memory_used(d), d->config.session_buffer_bytes,
                                     d->config.memory_limit_bytes);
             rx_shrink(c);
+            c->stalled = c->len;
+            memory_adjust_stalled(d, c->stalled, 0);
             return 0;
         }
     }

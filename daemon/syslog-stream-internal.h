@@ -40,6 +40,7 @@ struct conn {
     struct syslog_framer framer;
     char *buf; /* bytes read and not yet framed; NULL when there are none */
     size_t len, cap;
+    size_t stalled; /* of len, counted as stalled while CONN_PAUSED (memory.h) */
     struct shard *shard; /* open, or NULL: the next message opens one */
     bool got_message; /* frame_buffer() stored one: the idle clock restarts */
     /* The producer name, from the first message; empty until then. */

@@ -219,6 +219,9 @@ void syslog_stream_sweep(struct syslog_stream *l)
     max_age_ns = l->d->config.max_shard_age_ms * 1000000ull;
     for (struct list_node *p = l->conns.next; p != &l->conns; p = p->next)
         stream_conn_sweep(list_entry(p, struct conn, node), now, idle_ns, max_age_ns);
+    /* Paused connections that hold nothing but unfinished messages have
+     * nothing in flight whose release would wake them. */
+    stream_conns_resume(l);
 }
 
 size_t syslog_stream_rotate(struct syslog_stream *l, const char *producer)

@@ -180,6 +180,24 @@ static void send_while_taken(int fd, const char *buf, size_t total, size_t *sent
     }
 }
 
+/* Sends from *sent up to total bytes of buf without blocking, for as long
+ * as the daemon takes them within ms of each other. */
+static void send_taken_within(int fd, const char *buf, size_t total, size_t *sent, int ms)
+{
+    while (*sent < total) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        ssize_t n;
+
+        if (poll(&p, 1, ms) == 0)
+            return;
+        n = send(fd, buf + *sent, total - *sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        assert_true(n > 0);
+        *sent += (size_t)n;
+    }
+}
+
 struct stored_wait {
     struct harness *h;
     const char *needle;
@@ -240,6 +258,69 @@ static void test_unfinished_messages_over_memory_limit(void **state)
     assert_int_equal(count_everywhere(h, ": second"), CONNS);
 }
 
+/* The unfinished messages of paused connections alone hold the daemon over
+ * three quarters of memory_limit_bytes: 4 of 300,000 bytes against a
+ * limit of 1 MiB. Only reading those connections on can release them, so
+ * they must not be what keeps paused connections from reading: when their
+ * senders finish the messages, the messages are stored. */
+static void test_large_unfinished_messages_over_memory_limit(void **state)
+{
+    enum { CONNS = 4, BODY = 300000 };
+    struct harness *h = *state;
+    struct stored_wait w = { h, ": after", CONNS };
+    int fds[CONNS];
+    char *first[CONNS], rest[CONNS][64];
+    size_t first_len[CONNS], first_sent[CONNS] = { 0 }, rest_sent[CONNS] = { 0 };
+    bool all_sent = false;
+
+    syslog_stream_start(h, "[limits]\nmemory_limit_bytes = 1M\nsession_buffer_bytes = 512K\n"
+                         "max_frame_bytes = 512K\nmax_record_bytes = 384K\n");
+    for (int c = 0; c < CONNS; c++) {
+        int head;
+
+        fds[c] = syslog_stream_connect(h);
+        first[c] = malloc(BODY + 32);
+        assert_non_null(first[c]);
+        head = sprintf(first[c], "<13>big%d: ", c);
+        memset(first[c] + head, 'x', BODY);
+        first_len[c] = (size_t)head + BODY;
+        snprintf(rest[c], sizeof(rest[c]), "y\n<13>big%d: after\n", c);
+    }
+    /* A slice of each in turn, so that every connection holds a part of
+     * its message when the daemon goes over its limit, and pauses at its
+     * next read. */
+    for (size_t upto = 16384; upto < first_len[0] + 16384; upto += 16384)
+        for (int c = 0; c < CONNS; c++)
+            send_taken_within(fds[c], first[c], upto < first_len[c] ? upto : first_len[c],
+                              &first_sent[c], 50);
+    if (!harness_wait_log(h, "the sender waits", 10000))
+        fail_msg("no connection paused with %d unfinished messages of %d bytes over "
+                 "memory_limit_bytes 1M", CONNS, BODY);
+    /* The senders finish their messages; the connections stay open, since
+     * the drain at the end reads every connection, paused or not. */
+    for (int round = 0; round < 8 && !all_sent; round++) {
+        all_sent = true;
+        for (int c = 0; c < CONNS; c++) {
+            send_taken_within(fds[c], first[c], first_len[c], &first_sent[c], 500);
+            if (first_sent[c] == first_len[c])
+                send_taken_within(fds[c], rest[c], strlen(rest[c]), &rest_sent[c], 500);
+            all_sent = all_sent && rest_sent[c] == strlen(rest[c]);
+        }
+    }
+    if (!all_sent || !harness_wait_for(stored, &w, 20000))
+        fail_msg("%zu of %d messages stored within 20 s after their senders finished them: "
+                 "the paused connections' unfinished messages kept them from being read",
+                 count_everywhere(h, w.needle), CONNS);
+    harness_assert_running(h);
+    for (int c = 0; c < CONNS; c++) {
+        close(fds[c]);
+        free(first[c]);
+    }
+    syslog_stop_clean(h);
+    assert_int_equal(count_everywhere(h, ": after"), CONNS);
+    assert_int_equal(count_everywhere(h, "xxxy"), CONNS);
+}
+
 /* A stream connection over its producer's quota (over_quota = wait) is
  * not read: the sender is held by its socket buffer, not dropped. Each
  * merge --delete frees room and it goes on; every message is stored once. */
@@ -289,6 +370,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backpressure, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_messages_over_memory_limit, harness_setup,
                                         harness_teardown),
+        cmocka_unit_test_setup_teardown(test_large_unfinished_messages_over_memory_limit,
+                                        harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_quota_waits, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_turns, harness_setup, harness_teardown),
     };
