@@ -33,6 +33,9 @@
  *                  io_uring, then one fdatasync of the first file as in
  *                  one-flush: the data goes from the buffer to the disk,
  *                  with no page cache and no write-back to wait for
+ *   dsync          as direct, but each write with RWF_DSYNC and no
+ *                  fdatasync after them: on a disk without FUA each write
+ *                  then flushes the cache on its own, one flush per file
  *
  * Usage: sync-methods [--dir DIR] [--files P] [--bytes B] [--rounds R]
  *                     [--method NAME]...
@@ -77,11 +80,11 @@ struct files {
 
 static const char *method_names[] = {
     "lone", "sequential", "concurrent", "writeback", "syncfs", "overwrite", "one-file",
-    "one-flush", "direct",
+    "one-flush", "direct", "dsync",
 };
 enum method {
     LONE, SEQUENTIAL, CONCURRENT, WRITEBACK, SYNCFS, OVERWRITE, ONE_FILE, ONE_FLUSH, DIRECT,
-    N_METHODS
+    DSYNC, N_METHODS
 };
 
 static uint64_t now_ns(void)
@@ -161,14 +164,14 @@ static void open_files(struct files *f, const char *dir, unsigned n, enum method
         if (f->fd[i] < 0)
             die("openat");
         f->direct_fd[i] = -1;
-        if (m == DIRECT) {
+        if (m == DIRECT || m == DSYNC) {
             f->direct_fd[i] = openat(f->dir_fd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
             if (f->direct_fd[i] < 0)
                 die("openat with O_DIRECT");
         }
         (void)unlinkat(f->dir_fd, name, 0); /* gone when closed */
         f->end[i] = 0;
-        if (m == OVERWRITE || m == ONE_FLUSH || m == DIRECT) {
+        if (m == OVERWRITE || m == ONE_FLUSH || m == DIRECT || m == DSYNC) {
             size_t total = bytes * (rounds + 1) + BLOCK;
 
             zeros = calloc(1, total);
@@ -217,7 +220,7 @@ static uint64_t cpu_us(void)
  * 'x' as every byte appended; after them, zeros up to the block's end, as
  * the prepared file holds), written at once through the ring. */
 static void write_direct(struct io_uring *ring, const struct files *f, unsigned n,
-                         unsigned char **blk, const uint64_t *from, size_t bytes)
+                         unsigned char **blk, const uint64_t *from, size_t bytes, int rw_flags)
 {
     struct io_uring_cqe *cqe;
 
@@ -231,6 +234,7 @@ static void write_direct(struct io_uring *ring, const struct files *f, unsigned 
         memset(blk[i], 'x', from[i] + bytes - start);
         memset(blk[i] + (from[i] + bytes - start), 0, end - (from[i] + bytes));
         io_uring_prep_write(sqe, f->direct_fd[i], blk[i], (unsigned)(end - start), start);
+        sqe->rw_flags = rw_flags;
     }
     if (io_uring_submit(ring) < 0)
         die("io_uring_submit");
@@ -266,7 +270,7 @@ static double run_method(enum method m, const char *dir, unsigned files, size_t 
     if (!lat || !buf)
         die("malloc");
     memset(buf, 'x', bytes);
-    if (m == DIRECT) {
+    if (m == DIRECT || m == DSYNC) {
         int r = io_uring_queue_init(n < 8 ? 8 : n, &ring, 0);
 
         if (r < 0) {
@@ -282,7 +286,7 @@ static double run_method(enum method m, const char *dir, unsigned files, size_t 
     for (unsigned r = 0; r < rounds; r++) {
         uint64_t t0;
 
-        if (m == DIRECT) {
+        if (m == DIRECT || m == DSYNC) {
             /* Staged in write_direct; the file's end moves on. */
             for (unsigned i = 0; i < n; i++) {
                 from[i] = f.end[i];
@@ -333,9 +337,12 @@ static double run_method(enum method m, const char *dir, unsigned files, size_t 
                 die("fdatasync");
             break;
         case DIRECT:
-            write_direct(&ring, &f, n, blk, from, bytes);
+            write_direct(&ring, &f, n, blk, from, bytes, 0);
             if (fdatasync(f.fd[0]) < 0)
                 die("fdatasync");
+            break;
+        case DSYNC:
+            write_direct(&ring, &f, n, blk, from, bytes, RWF_DSYNC);
             break;
         case N_METHODS:
             break;
@@ -344,7 +351,7 @@ static double run_method(enum method m, const char *dir, unsigned files, size_t 
     }
     cpu_per_file = (double)(cpu_us() - cpu0) / rounds / n;
     close_files(&f, n);
-    if (m == DIRECT) {
+    if (m == DIRECT || m == DSYNC) {
         io_uring_queue_exit(&ring);
         for (unsigned i = 0; i < n; i++)
             free(blk[i]);
