@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "logshard.h"
 #include "syslog-fixture.h"
 
 /* Over memory_limit_bytes (writes stalled by fault injection, so the
@@ -296,6 +297,26 @@ static void test_large_unfinished_messages_over_memory_limit(void **state)
     if (!harness_wait_log(h, "the sender waits", 10000))
         fail_msg("no connection paused with %d unfinished messages of %d bytes over "
                  "memory_limit_bytes 1M", CONNS, BODY);
+    /* Meanwhile a producer of the library is not held up by them: its
+     * 400 KB take many reads, each over the limit. */
+    {
+        logshard_opts o = { .socket_path = h->sock, .producer = "lib" };
+        logshard *ls = NULL;
+        char rec[256];
+        int r;
+
+        assert_int_equal(logshard_connect(&ls, &o), 0);
+        for (uint64_t i = 0; i < 2000; i++) {
+            size_t n = harness_make_record(rec, sizeof(rec), "lib", i, 200);
+
+            assert_int_equal(logshard_append(ls, rec, n), 0);
+        }
+        r = logshard_flush(ls, 20000);
+        if (r != 0)
+            fail_msg("a producer of the library was not acknowledged within 20 s while "
+                     "syslog connections held unfinished messages: %s", strerror(-r));
+        logshard_close(ls);
+    }
     /* The senders finish their messages; the connections stay open, since
      * the drain at the end reads every connection, paused or not. */
     for (int round = 0; round < 8 && !all_sent; round++) {
