@@ -4,6 +4,8 @@
  *  - over memory_limit_bytes a connection is not read: the sender blocks;
  *  - connections paused over memory_limit_bytes keep only their unfinished
  *    message, and are read again once the daemon is back under it;
+ *  - unfinished messages that alone hold the daemon over the limit keep
+ *    neither their own connections nor a producer of the library waiting;
  *  - a connection at its producer's quota (over_quota = wait) is not read
  *    until logctl merge --delete makes room, and loses nothing;
  *  - busy connections take turns under a small read budget, every message
