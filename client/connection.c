@@ -54,6 +54,14 @@ uint64_t logshard__now_ns(void)
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t logshard__coarse_ns(void)
+{
+    struct timespec ts;
+
+    (void)clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t logshard__deadline_after(int timeout_ms)
 {
     if (timeout_ms < 0)

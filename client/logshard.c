@@ -258,7 +258,7 @@ LOGSHARD_EXPORT int logshard_append(logshard *ls, const void *rec, size_t len)
             return r;
     }
 
-    now = logshard__now_ns();
+    now = logshard__coarse_ns();
     if (ls->r.building->count == 0)
         ls->oldest_ns = now;
     logshard__retain_put(ls, rec, len);
@@ -271,7 +271,7 @@ LOGSHARD_EXPORT int logshard_append(logshard *ls, const void *rec, size_t len)
      * (and send it again). */
     if (now - ls->oldest_ns >= (uint64_t)LOGSHARD_LINGER_MS * NSEC_PER_MSEC) {
         logshard__retain_seal(ls);
-        (void)logshard__io_run(ls, now, GOAL_SENT, 0);
+        (void)logshard__io_run(ls, logshard__now_ns(), GOAL_SENT, 0);
     }
     return 0;
 }
