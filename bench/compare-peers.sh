@@ -48,13 +48,13 @@
 #   TIMEOUT=SECONDS  limit for one run (default 600)
 #   LOGSHARD_REV=REV what to call the logshard source in the report and the
 #                    plot (default: git describe of the build's source tree)
-#   DROP_CACHES=0|1  before every run, write back what the last one left and
-#                    drop the page cache (default 1 where
-#                    /proc/sys/vm/drop_caches is writable); see settle()
+#   DROP_CACHES=0|1  1: after writing back what the last run left (always
+#                    done), drop the page cache before every run (default 0;
+#                    see settle())
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
+SRC=$(cd "$HERE/.." && pwd) # bench/ is one level down
 QUICK=${QUICK:-0}
 if [[ $QUICK == 1 ]]; then
     REPEAT=${REPEAT:-1}
@@ -464,10 +464,13 @@ run_logshard_syslog() {
 # its inode table block is dirty) whose block is still cached
 # (recently_deleted() in the kernel): a run of 1,000 producers leaves 1,000
 # shard files behind, removed with the run, and the next run's creates paid
-# for them (daemon CPU 1.28 s instead of 0.39 s, docs/BENCHMARKS.md). A
-# dropped block is read again by the first create near it, so this alone
-# does not end it; WORK's +T attribute (above) does the rest.
-DROP_CACHES=${DROP_CACHES:-$([[ -w /proc/sys/vm/drop_caches ]] && echo 1 || echo 0)}
+# for them (daemon CPU 1.28 s instead of 0.39 s, docs/BENCHMARKS.md). WORK's
+# +T attribute (above) ends most of that. Dropping the cache would end a
+# little more (a dropped block is read again by the first create near it),
+# but on this kind of virtual machine it makes every run write into fresh
+# page cache, which costs the runs that write most (8 x 1 KiB) a tenth: off
+# by default.
+DROP_CACHES=${DROP_CACHES:-0}
 settle() {
     sync
     if [[ $DROP_CACHES == 1 ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
