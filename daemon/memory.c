@@ -182,7 +182,13 @@ bool memory_session_over_budget(const struct daemon *d, uint64_t held)
 
 bool memory_daemon_may_resume(const struct daemon *d)
 {
-    return d->memory_bytes - d->memory_stalled_bytes <= d->config.memory_limit_bytes / 4 * 3;
+    /* Saturating: the drain reads a paused connection on, and may give its
+     * buffer back before the connection leaves the paused state. */
+    uint64_t held = d->memory_bytes > d->memory_stalled_bytes
+                        ? d->memory_bytes - d->memory_stalled_bytes
+                        : 0;
+
+    return held <= d->config.memory_limit_bytes / 4 * 3;
 }
 
 bool memory_session_may_resume(const struct daemon *d, uint64_t held)
