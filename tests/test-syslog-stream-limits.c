@@ -166,24 +166,6 @@ static size_t count_everywhere(struct harness *h, const char *needle)
 }
 
 /* Sends from *sent up to total bytes of buf without blocking, for as long
- * as the daemon takes them within a second of each other. */
-static void send_while_taken(int fd, const char *buf, size_t total, size_t *sent)
-{
-    while (*sent < total) {
-        struct pollfd p = { .fd = fd, .events = POLLOUT };
-        ssize_t n;
-
-        if (poll(&p, 1, 1000) == 0)
-            return;
-        n = send(fd, buf + *sent, total - *sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        assert_true(n > 0);
-        *sent += (size_t)n;
-    }
-}
-
-/* Sends from *sent up to total bytes of buf without blocking, for as long
  * as the daemon takes them within ms of each other. */
 static void send_taken_within(int fd, const char *buf, size_t total, size_t *sent, int ms)
 {
@@ -199,6 +181,12 @@ static void send_taken_within(int fd, const char *buf, size_t total, size_t *sen
         assert_true(n > 0);
         *sent += (size_t)n;
     }
+}
+
+/* The same, within a second of each other. */
+static void send_while_taken(int fd, const char *buf, size_t total, size_t *sent)
+{
+    send_taken_within(fd, buf, total, sent, 1000);
 }
 
 struct stored_wait {
