@@ -44,6 +44,7 @@
 
 #include "bench.h"
 #include "fileutil.h"
+#include "text.h"
 
 /* How long producers may take to connect: the library gives up after 30 s. */
 #define CONNECT_WAIT_NS (60 * 1000000000ull)
@@ -122,21 +123,6 @@ static int shared_map(struct shared *sh, unsigned producers, uint64_t max_flushe
     return 0;
 }
 
-/* v in decimal at out (room for 20 digits); returns the digits written. */
-static size_t put_decimal(char *out, uint64_t v)
-{
-    char rev[20];
-    size_t n = 0;
-
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = rev[n - 1 - i];
-    return n;
-}
-
 /* Each record starts with its producer and sequence number, so a shard's
  * contents can be checked by eye with logctl cat; the rest is filler.
  * Written digit by digit: snprintf took about a tenth of the producers'
@@ -145,10 +131,10 @@ static size_t put_decimal(char *out, uint64_t v)
 static void stamp_record(unsigned char *rec, size_t size, unsigned idx, uint64_t seq)
 {
     char head[48];
-    size_t n = put_decimal(head, idx);
+    size_t n = decimal_format_u64(head, idx);
 
     head[n++] = ':';
-    n += put_decimal(head + n, seq);
+    n += decimal_format_u64(head + n, seq);
     head[n++] = ' ';
     memcpy(rec, head, n < size ? n : size);
 }

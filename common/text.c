@@ -176,3 +176,18 @@ int decimal_parse_u64(const char *s, size_t len, bool canonical, uint64_t *ret)
     *ret = v;
     return 0;
 }
+
+size_t decimal_format_u64(char *out, uint64_t v)
+{
+    char rev[20];
+    size_t n = 0;
+
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = rev[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}

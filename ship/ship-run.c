@@ -38,6 +38,7 @@
 #include "fileutil.h"
 #include "ship_progress.h"
 #include "spool_names.h"
+#include "text.h"
 
 void ship_say(struct shipper *s, enum ship_log_level level, const char *fmt, ...)
 {
@@ -332,22 +333,6 @@ static int place_streams(struct shipper *s, struct ship_source **v, size_t n)
     return marked ? deliver_markers(s) : 0;
 }
 
-/* The decimal digits of v into out (at least 21 bytes); returns their count. */
-static size_t format_u64(char *out, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    out[n] = '\0';
-    return n;
-}
-
 /* The headers of one record (docs/SHIP.md). The uid and pid are the
  * record's own sender's when it carries them (a syslog datagram shard:
  * its producer is many processes), else the shard header's; a record of
@@ -357,14 +342,14 @@ static rd_kafka_headers_t *record_headers(struct shipper *s, struct ship_source 
 {
     rd_kafka_headers_t *h = rd_kafka_headers_new(8);
     char pos[24], uid[24], pid[24];
-    size_t pos_len = format_u64(pos, position);
+    size_t pos_len = decimal_format_u64(pos, position);
 
     /* Formatted once a shard: at hundreds of thousands of records a
      * second, the snprintf()s of every record were a cost of their own. */
     if (!src->headers_ready) {
         ship_stream_id_format(src->hdr_stream, src->st->id);
-        src->hdr_uid_len = (uint8_t)format_u64(src->hdr_uid, src->h.uid);
-        src->hdr_pid_len = (uint8_t)format_u64(src->hdr_pid, src->h.pid);
+        src->hdr_uid_len = (uint8_t)decimal_format_u64(src->hdr_uid, src->h.uid);
+        src->hdr_pid_len = (uint8_t)decimal_format_u64(src->hdr_pid, src->h.pid);
         snprintf(src->hdr_shard, sizeof(src->hdr_shard), "%016" PRIx64, src->h.shard_id);
         src->headers_ready = true;
     }
@@ -377,9 +362,9 @@ static rd_kafka_headers_t *record_headers(struct shipper *s, struct ship_source 
                         (ssize_t)src->h.producer_len);
     if (it->has_creds) {
         rd_kafka_header_add(h, NAME(SHIP_HEADER_UID), uid,
-                            (ssize_t)format_u64(uid, it->creds.uid));
+                            (ssize_t)decimal_format_u64(uid, it->creds.uid));
         rd_kafka_header_add(h, NAME(SHIP_HEADER_PID), pid,
-                            (ssize_t)format_u64(pid, it->creds.pid));
+                            (ssize_t)decimal_format_u64(pid, it->creds.pid));
     } else {
         rd_kafka_header_add(h, NAME(SHIP_HEADER_UID), src->hdr_uid, src->hdr_uid_len);
         rd_kafka_header_add(h, NAME(SHIP_HEADER_PID), src->hdr_pid, src->hdr_pid_len);
@@ -389,7 +374,7 @@ static rd_kafka_headers_t *record_headers(struct shipper *s, struct ship_source 
         char num[24];
 
         if (!name) { /* a source this build does not know: its number */
-            format_u64(num, src->h.source);
+            decimal_format_u64(num, src->h.source);
             name = num;
         }
         rd_kafka_header_add(h, NAME(SHIP_HEADER_SOURCE), name, (ssize_t)strlen(name));

@@ -38,6 +38,25 @@ static void test_decimal(void **state)
     assert_true(v == 7); /* untouched on failure */
 }
 
+static void test_decimal_format(void **state)
+{
+    static const uint64_t values[] = { 0, 9, 10, 4096, UINT64_MAX };
+    static const char *const spelled[] = { "0", "9", "10", "4096", "18446744073709551615" };
+    char out[21];
+    uint64_t back;
+
+    (void)state;
+    for (size_t i = 0; i < N_ELEMENTS(values); i++) {
+        memset(out, 'x', sizeof(out));
+        size_t n = decimal_format_u64(out, values[i]);
+        assert_int_equal(n, strlen(spelled[i]));
+        assert_string_equal(out, spelled[i]);
+        /* The parser's canonical spelling: what one writes the other reads. */
+        assert_int_equal(decimal_parse_u64(out, n, true, &back), 0);
+        assert_true(back == values[i]);
+    }
+}
+
 static void test_utf8(void **state)
 {
     static const struct {
@@ -214,6 +233,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decimal),
+        cmocka_unit_test(test_decimal_format),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_utf8_encode),
         cmocka_unit_test(test_utf8_every_code_point),
