@@ -161,6 +161,9 @@ int logshard__events(const logshard *ls);
 
 /* retain.c */
 void logshard__retain_setup(logshard *ls, size_t requested);
+/* The bytes at which a frame is sealed for a requested buffer size, before
+ * the daemon's max_frame_bytes (which may lower it) is known. */
+size_t logshard__retain_frame_target(size_t requested);
 void logshard__retain_limits(logshard *ls);
 bool logshard__retain_fits(const logshard *ls, size_t len);
 bool logshard__retain_can_open(const logshard *ls);

@@ -41,6 +41,12 @@ void logshard__retain_limits(logshard *ls)
         ls->max_record_bytes = (uint32_t)(r->limit - FRAME_RECORDS - WIRE_RECORD_PREFIX);
 }
 
+size_t logshard__retain_frame_target(size_t requested)
+{
+    return requested > RETAIN_MIN_BYTES / RETAIN_BUFFERS ? requested
+                                                         : RETAIN_MIN_BYTES / RETAIN_BUFFERS;
+}
+
 /* The buffers: what the caller asked for, but room for one largest record,
  * and never more than one frame the daemon accepts. */
 void logshard__retain_setup(logshard *ls, size_t requested)
@@ -56,8 +62,7 @@ void logshard__retain_setup(logshard *ls, size_t requested)
      * buffer would have it hold one for every producer. Not below a
      * quarter of RETAIN_MIN_BYTES, so that the frames kept still hold that
      * much and a stalled daemon fills the socket before the buffers. */
-    r->target = requested > RETAIN_MIN_BYTES / RETAIN_BUFFERS ? requested
-                                                               : RETAIN_MIN_BYTES / RETAIN_BUFFERS;
+    r->target = logshard__retain_frame_target(requested);
     if (r->target > max)
         r->target = max;
     if (cap < min)

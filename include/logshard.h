@@ -97,7 +97,10 @@ typedef struct logshard_opts {
                                  Raised to hold one record of the daemon's
                                  max_record_bytes, lowered to its max_frame_bytes;
                                  frames are still sent at buffer_bytes (at least
-                                 256 KiB), larger only for one large record. */
+                                 256 KiB), larger only for one large record.
+                                 The connection's send buffer (SO_SNDBUF) is
+                                 raised to hold one such frame, as far as
+                                 net.core.wmem_max allows. */
     unsigned flags;           /* 0, or LOGSHARD_NONBLOCK and LOGSHARD_NO_RECONNECT */
     /* Since LOGSHARD_1.2 (read by logshard_connect_sized() when opts_size
      * is at least LOGSHARD_OPTS_SIZE_2). */

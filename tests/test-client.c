@@ -331,6 +331,51 @@ static void test_connect_sized(void **state)
     peer_join(p);
 }
 
+/* net.core.wmem_max, the most a process may ask of SO_SNDBUF. */
+static int wmem_max(void)
+{
+    FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+    int v = 0;
+
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &v), 1);
+    fclose(f);
+    return v;
+}
+
+static int send_buffer(logshard *ls)
+{
+    int v = 0;
+    socklen_t len = sizeof(v);
+
+    assert_int_equal(getsockopt(logshard_fd(ls), SOL_SOCKET, SO_SNDBUF, &v, &len), 0);
+    return v;
+}
+
+/* The connection's send buffer holds a whole frame (the kernel doubles
+ * what is asked, and caps the request at net.core.wmem_max), so that the
+ * daemon finds frames complete: the default (net.core.wmem_default, 208
+ * KiB) is smaller than the default frame. */
+static void test_send_buffer_fits_a_frame(void **state)
+{
+    static const size_t frames[] = { 0, 1024 * 1024 };
+    struct peer *p = *state;
+    int cap = 2 * wmem_max();
+
+    for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+        /* 0: the default buffer, whose frames are 256 KiB. */
+        size_t frame = frames[i] ? frames[i] : 256 * 1024;
+        int want = (size_t)cap < 2 * frame ? cap : (int)(2 * frame);
+        logshard *ls;
+
+        peer_start(p, script_hello_then_eof, DEFAULT_MAX_RECORD, 2 * 1024 * 1024);
+        ls = connect_ok(p, "sndbuf", frames[i]);
+        assert_true(send_buffer(ls) >= want);
+        logshard_close(ls);
+        peer_join(p);
+    }
+}
+
 /* A program built against the first header passes an object of exactly
  * LOGSHARD_OPTS_SIZE_1 bytes (its sizeof may be larger only by padding).
  * It is allocated at that size here, so a library that read past it
@@ -416,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_strerror),
         cmocka_unit_test(test_null_handles),
         PEER_TEST(test_connect_sized),
+        PEER_TEST(test_send_buffer_fits_a_frame),
         PEER_TEST(test_connect_first_version_opts),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_null_handles_new_calls),
