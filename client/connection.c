@@ -125,27 +125,27 @@ static void fit_send_buffer(int fd, size_t frame_bytes)
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
 }
 
-/* Connects a socket to path, its send buffer fitted to frames of
- * frame_bytes. blocking: as logshard_connect() always did,
+/* Connects a socket to the handle's path, its send buffer fitted to the
+ * handle's frames. blocking: as logshard_connect() always did,
  * a connect() that may wait for a full backlog, bounded by SO_SNDTIMEO (a
  * Unix socket then fails with EAGAIN); otherwise one that never waits (a
  * full backlog is -EAGAIN, another reason to try again later). Either way
  * the socket is non-blocking afterwards. */
-static int open_socket(const char *path, size_t frame_bytes, bool blocking, int *ret_fd)
+static int open_socket(const logshard *ls, bool blocking, int *ret_fd)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    size_t len = strlen(path);
+    size_t len = strlen(ls->path);
     struct timeval tv = { .tv_sec = HANDSHAKE_TIMEOUT_MS / 1000 };
     int fd, flags, r;
 
     if (len >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, len + 1);
+    memcpy(sa.sun_path, ls->path, len + 1);
 
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (blocking ? 0 : SOCK_NONBLOCK), 0);
     if (fd < 0)
         return -errno;
-    fit_send_buffer(fd, frame_bytes);
+    fit_send_buffer(fd, logshard__retain_frame_target(ls->buffer_request));
     /* Failing only loses the bound on connect(); the handshake keeps its own. */
     if (blocking)
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -293,7 +293,7 @@ static void try_reconnect(logshard *ls)
 {
     int fd, r;
 
-    r = open_socket(ls->path, logshard__retain_frame_target(ls->buffer_request), false, &fd);
+    r = open_socket(ls, false, &fd);
     if (r == 0)
         r = take_fd(ls, fd);
     if (r < 0) {
@@ -671,7 +671,7 @@ int logshard__handshake(logshard *ls, uint16_t version, uint64_t deadline)
     ls->error = 0;
     ls->error_origin = LOGSHARD_ORIGIN_NONE;
     ls->has_message = false;
-    r = open_socket(ls->path, logshard__retain_frame_target(ls->buffer_request), true, &fd);
+    r = open_socket(ls, true, &fd);
     if (r < 0)
         return r;
     ls->fd = fd;
