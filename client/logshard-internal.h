@@ -57,6 +57,7 @@ struct frame {
     unsigned char *buf; /* struct retain's cap bytes */
     size_t rec_start;
     size_t used;
+    size_t backed; /* bytes of buf from its start known to have pages */
     uint64_t first; /* position of the first record */
     uint32_t count;
 };

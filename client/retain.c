@@ -18,8 +18,11 @@
  * partly below it loses its first records by moving rec_start forward: the
  * new prefix is written over records nobody needs any more. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "logshard-internal.h"
 
@@ -114,6 +117,7 @@ int logshard__retain_open(logshard *ls)
             free(f);
             return -ENOMEM;
         }
+        f->backed = 0;
         r->nframes++;
     }
     f->next = NULL;
@@ -124,11 +128,41 @@ int logshard__retain_open(logshard *ls)
     return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Bytes of a new buffer given pages at once, ahead of the records. */
+#define FRAME_PREFAULT_BYTES ((size_t)32 * 1024)
+
+/* A new buffer has no pages yet, and the first write to each of them traps
+ * into the kernel; in a virtual machine such a trap can cost more than
+ * zeroing the page. So the pages ahead of the records are asked for a
+ * chunk at a time, one system call for many pages, and only once per
+ * buffer: a buffer from the pool has them already. A chunk rather than the
+ * whole buffer, so that a program that logs a line or two does not pay for
+ * a frame's worth of pages. Where the kernel cannot (before 5.14), the
+ * pages come one trap at a time, as without this. */
+static void frame_prefault(const struct retain *r, struct frame *f, size_t end)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = ((uintptr_t)f->buf + f->backed) & ~(uintptr_t)(page - 1);
+    size_t want = end - f->backed > FRAME_PREFAULT_BYTES ? end - f->backed : FRAME_PREFAULT_BYTES;
+    size_t upto = f->backed + want < r->cap ? f->backed + want : r->cap;
+    uintptr_t to = ((uintptr_t)f->buf + upto) & ~(uintptr_t)(page - 1);
+
+    if (to > from && madvise((void *)from, to - from, MADV_POPULATE_WRITE) != 0)
+        upto = r->cap;
+    f->backed = upto;
+}
+
 /* Copies one record into the building frame, which has room for it. */
 void logshard__retain_put(logshard *ls, const void *rec, size_t len)
 {
     struct frame *f = ls->r.building;
 
+    if (f->used + WIRE_RECORD_PREFIX + len > f->backed)
+        frame_prefault(&ls->r, f, f->used + WIRE_RECORD_PREFIX + len);
     if (f->count == 0)
         f->first = ls->appended;
     wire_put_u32(f->buf + f->used, (uint32_t)len);

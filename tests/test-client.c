@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,51 @@ static void test_send_buffer_fits_a_frame(void **state)
     }
 }
 
+/* Pages this process has in memory, from /proc/self/statm. */
+static long resident_pages(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld %ld", &size, &resident), 2);
+    fclose(f);
+    return resident;
+}
+
+static int script_one_record(struct peer *p)
+{
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 1) == 0);
+    PCHECK(peer_send_ack(p, 1) == 0);
+    return peer_expect_eof(p);
+}
+
+/* The first record in a new frame buffer brings in the pages of the next
+ * 32 KiB at once, rather than one trap per page as the records reach them,
+ * but not the whole buffer (room for one largest record, a megabyte here),
+ * which a program logging one line would pay for. The allocator is told to map large blocks afresh, so that the
+ * buffer has no pages of its own before the record. */
+static void test_new_frame_prefaulted_in_chunks(void **state)
+{
+    struct peer *p = *state;
+    long page = sysconf(_SC_PAGESIZE);
+    long before, grown;
+    logshard *ls;
+
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024); /* a sanitizer's allocator ignores it */
+    peer_start(p, script_one_record, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "prefault", 0);
+    before = resident_pages();
+    assert_int_equal(logshard_append(ls, "one line", 8), 0);
+    grown = resident_pages() - before;
+    assert_true(grown >= 32 * 1024 / page - 1);
+    /* the buffer holds one largest record; a sanitizer adds pages of its own */
+    assert_true(grown < DEFAULT_MAX_RECORD / page / 4);
+    logshard_close(ls);
+    peer_join(p);
+}
+
 /* A program built against the first header passes an object of exactly
  * LOGSHARD_OPTS_SIZE_1 bytes (its sizeof may be larger only by padding).
  * It is allocated at that size here, so a library that read past it
@@ -462,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_null_handles),
         PEER_TEST(test_connect_sized),
         PEER_TEST(test_send_buffer_fits_a_frame),
+        PEER_TEST(test_new_frame_prefaulted_in_chunks),
         PEER_TEST(test_connect_first_version_opts),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_null_handles_new_calls),
