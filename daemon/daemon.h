@@ -50,6 +50,7 @@ struct daemon_stats {
     uint64_t streams_resumed; /* connections that resumed a known stream */
     uint64_t streams_refused; /* resumes refused: unknown stream, wrong uid or name */
     uint64_t read_turns; /* times a producer connection waited for its turn to be read */
+    uint64_t read_holds; /* loop ticks that read nothing: too many shard writes in flight */
     uint64_t records_duplicate; /* records below their stream's position: acknowledged, not written */
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 
@@ -150,6 +151,7 @@ struct daemon {
     uint64_t memory_bytes;         /* receive and batch buffers, all sessions (memory.c's) */
     uint64_t memory_stalled_bytes; /* of those, what only senders can release (memory.c's) */
     uint64_t open_shards;
+    unsigned shard_writes_busy;    /* shards with a write of records in flight (shard.c's) */
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;
     /* Bytes the connections may still read in this loop tick, and those

@@ -23,9 +23,20 @@
  * enough that the batch buffers it fills stay a few MiB. */
 #define RX_TICK_BUDGET (4 * 1024 * 1024)
 
+/* Shards with a write of records in flight above which no connection is
+ * read: records read now would only wait in batch buffers for the disk,
+ * and a thousand producers' frames read ahead filled the buffers' arena
+ * (64 MiB) with memory touched for the first time. What is not read waits
+ * in the senders' sockets, which hold it anyway. Every write completes
+ * (each is one system call on a file), and its completion wakes the loop,
+ * whose next tick reads again. */
+#define RX_MAX_WRITES_BUSY 32u
+
 #ifdef LOGSHARD_FAULT_INJECTION
 /* Test builds: LOGSHARD_FAULTS=small_read_turns makes the tick's budget
- * 16 KiB, so that connections take turns all the time, with any load. */
+ * 16 KiB, so that connections take turns all the time, with any load;
+ * LOGSHARD_FAULTS=one_write_busy holds reading while any shard's write is
+ * in flight, so that a few producers meet the hold all the time. */
 static int64_t tick_budget(void)
 {
     static int64_t budget = -1;
@@ -36,10 +47,26 @@ static int64_t tick_budget(void)
     }
     return budget;
 }
+
+static unsigned max_writes_busy(void)
+{
+    static unsigned max;
+
+    if (max == 0) {
+        const char *env = getenv("LOGSHARD_FAULTS");
+        max = env && strstr(env, "one_write_busy") ? 1 : RX_MAX_WRITES_BUSY;
+    }
+    return max;
+}
 #else
 static int64_t tick_budget(void)
 {
     return RX_TICK_BUDGET;
+}
+
+static unsigned max_writes_busy(void)
+{
+    return RX_MAX_WRITES_BUSY;
 }
 #endif
 
@@ -93,6 +120,14 @@ bool read_turns_waiting(const struct read_turn *t)
 
 void read_turns_take(struct daemon *d)
 {
+    if (d->shard_writes_busy >= max_writes_busy()) {
+        /* Connections that become readable meanwhile read once and wait;
+         * the loop blocks until a completion instead of spinning. */
+        d->stats.read_holds++;
+        d->rx_budget = 0;
+        (void)uv_idle_stop(&d->rx_turn_idle); /* cannot fail */
+        return;
+    }
     d->rx_budget = tick_budget();
     while (d->rx_budget > 0 && !list_empty(&d->rx_turns)) {
         struct read_turn *t = list_entry(d->rx_turns.next, struct read_turn, node);

@@ -507,6 +507,7 @@ static void start_write(struct shard *s)
     s->filling.records = 0;
     s->inflight_done = 0;
     s->write_busy = true;
+    s->d->shard_writes_busy++;
     s->write_direct = s->sync == SHARD_SYNC_FLUSH && shard__can_write_direct(s);
     queue_write(s, s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_FLUSH);
 }
@@ -548,6 +549,7 @@ static void on_write(struct io_req *req, int res)
     }
     if (res < 0) {
         s->write_busy = false;
+        s->d->shard_writes_busy--;
         s->sync_wanted = false; /* the linked sync, if any, was cancelled */
         fail_shard(s, res);
         shard__maybe_start_seal(s);
@@ -555,6 +557,7 @@ static void on_write(struct io_req *req, int res)
     }
     if (res == 0) { /* no progress and no error: treat as a full disk */
         s->write_busy = false;
+        s->d->shard_writes_busy--;
         s->sync_wanted = false;
         fail_shard(s, -ENOSPC);
         shard__maybe_start_seal(s);
@@ -568,6 +571,7 @@ static void on_write(struct io_req *req, int res)
         return;
     }
     s->write_busy = false;
+    s->d->shard_writes_busy--;
     wrote = s->inflight.len;
     s->size_written += s->inflight.len;
     s->records_written += s->inflight.records;

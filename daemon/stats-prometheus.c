@@ -105,6 +105,10 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                "Times a producer connection with more to send waited for its turn, the "
                "loop tick's read budget being spent.",
                f->read_turns);
+    metric_u64(out, "logshard_read_holds_total", "counter",
+               "Loop ticks in which no producer connection was read, as many shards' writes "
+               "being in flight as the daemon lets wait for the disk.",
+               f->read_holds);
     metric_u64(out, "logshard_streams_known", "gauge",
                "Producer streams the daemon remembers, for resuming them.", f->streams_known);
     metric_u64(out, "logshard_streams_forgotten_total", "counter",

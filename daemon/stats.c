@@ -206,6 +206,7 @@ int stats_collect(struct daemon *d, struct stats_figures *f)
     f->memory_bytes = memory_used(d);
     f->io_pending = d->io ? io_pending(d->io) : 0;
     f->read_turns = st->read_turns;
+    f->read_holds = st->read_holds;
 
     f->errors_protocol = st->protocol_errors;
     f->errors_io = st->io_errors;
@@ -409,6 +410,7 @@ void stats_write_json(struct json_out *o, const struct stats_figures *f)
     json_member_u64(o, "memory_bytes", f->memory_bytes);
     json_member_u64(o, "io_pending", f->io_pending);
     json_member_u64(o, "read_turns", f->read_turns);
+    json_member_u64(o, "read_holds", f->read_holds);
 
     json_key(o, "errors");
     json_obj_begin(o);

@@ -77,6 +77,7 @@ struct stats_figures {
     uint64_t memory_bytes;
     uint64_t io_pending;
     uint64_t read_turns;
+    uint64_t read_holds;
 
     uint64_t errors_protocol;
     uint64_t errors_io;

@@ -151,21 +151,28 @@ static void test_producers_exactly_once(void **state)
     free(text);
 }
 
-/* The status figure "read_turns", from logctl status --json. */
-static uint64_t read_turns(struct harness *h)
+/* A number of the status, "name" in logctl status --json. */
+static uint64_t status_figure(struct harness *h, const char *name)
 {
     struct harness_run r = harness_run_logctl(h, "status", "--json", "--admin-socket",
                                               h->admin_sock, NULL);
+    char key[64];
     const char *at;
     uint64_t n;
 
     harness_expect_code(&r, 0, "logctl status --json");
-    at = strstr(r.out, "\"read_turns\":");
+    snprintf(key, sizeof(key), "\"%s\":", name);
+    at = strstr(r.out, key);
     if (!at)
-        fail_msg("no read_turns in the status: %.300s", r.out);
-    n = strtoull(at + strlen("\"read_turns\":"), NULL, 10);
+        fail_msg("no %s in the status: %.300s", name, r.out);
+    n = strtoull(at + strlen(key), NULL, 10);
     harness_run_free(&r);
     return n;
+}
+
+static uint64_t read_turns(struct harness *h)
+{
+    return status_figure(h, "read_turns");
 }
 
 /* Connections take turns at reading once a loop tick's read budget is
@@ -197,6 +204,37 @@ static void test_producers_take_turns(void **state)
 
     text = harness_merge_and_cat(h, "merged.lsm", &len);
     check_records(text, "turn", N, counts);
+    free(text);
+}
+
+/* Reading waits while the disk has as many shards' writes as the daemon
+ * lets wait (here one, so that it does all the time): every record still
+ * arrives exactly once and in order, and the status counts the holds. */
+static void test_reading_holds_for_writes(void **state)
+{
+    struct harness *h = *state;
+    enum { N = 8 };
+    uint64_t counts[N];
+    pid_t pids[N];
+    char name[32];
+    size_t len;
+    char *text;
+
+    setenv("LOGSHARD_FAULTS", "one_write_busy", 1);
+    harness_start(h, NULL);
+    unsetenv("LOGSHARD_FAULTS");
+    for (int i = 0; i < N; i++) {
+        counts[i] = 20000 + (uint64_t)i * 1009;
+        snprintf(name, sizeof(name), "hold%d", i);
+        pids[i] = spawn_producer(h->sock, name, counts[i], 100 + (size_t)i * 30, i % 2 ? 500 : 0);
+    }
+    wait_producers(pids, N);
+    assert_true(status_figure(h, "read_holds") > 0);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
+    check_records(text, "hold", N, counts);
     free(text);
 }
 
@@ -494,6 +532,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_producers_exactly_once, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_producers_take_turns, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_reading_holds_for_writes, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_rolls_over_on_size, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_rolls_over_on_age, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, harness_setup, harness_teardown),
