@@ -215,11 +215,19 @@ void *arena_alloc(struct arena *a, size_t n, size_t *ret_size)
     need = (n + GRANULE - 1) / GRANULE;
     while (((size_t)1 << order) < need)
         order++;
-    for (j = order; j < a->orders && a->free_list[j] < 0; j++)
-        ;
+    /* The lowest free block large enough, of any order: the blocks in use
+     * stay packed at the region's start, over pages already backed, and
+     * the rest of it is never touched. */
+    j = a->orders;
+    g = 0;
+    for (unsigned o = order; o < a->orders; o++)
+        for (int32_t b = a->free_list[o]; b >= 0; b = a->next[b])
+            if (j == a->orders || (size_t)b < g) {
+                g = (size_t)b;
+                j = o;
+            }
     if (j >= a->orders)
         return NULL;
-    g = (size_t)a->free_list[j];
     list_remove(a, g, j);
     while (j > order) { /* split: the upper half stays free */
         j--;

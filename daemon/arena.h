@@ -10,8 +10,11 @@
  * time, 0.3 us per 4 KiB there. Free blocks are powers of two from 64 KiB
  * (one granule) up, so that freed neighbours merge and the region does not
  * fragment; an allocation takes whole granules, what it leaves of the
- * block it is cut from staying free. Freed blocks are reused last in,
- * first out, so the memory reused is the memory already there.
+ * block it is cut from staying free. The lowest free block that fits is
+ * taken, so the blocks in use stay packed at the region's start, over
+ * pages already backed, and the rest is never touched: taken last in,
+ * first out instead, a thousand producers' buffers spread over the whole
+ * region, and the daemon zeroed twice the huge pages.
  *
  * What is freed stays resident up to keep_bytes; past that, once no more
  * than keep_bytes is in use, a freed block of 2 MiB or more (whole huge

@@ -172,9 +172,33 @@ static void test_resident(void **state)
     memset(big, 1, 4 * MIB);
     arena_free(&a, big);
     assert_int_equal(a.resident_free_bytes, 4 * MIB); /* kept */
-    big = arena_alloc(&a, 4 * MIB, &size); /* the same block, last in first out */
+    big = arena_alloc(&a, 4 * MIB, &size); /* the same block: the lowest */
     assert_int_equal(a.resident_free_bytes, 0);
     arena_free(&a, big);
+    arena_destroy(&a);
+}
+
+/* Of two free blocks that fit, the lower one is taken, whichever was freed
+ * last: the blocks in use stay at the region's start, where the pages are
+ * backed already, instead of spreading over all of it. */
+static void test_lowest_block_first(void **state)
+{
+    unsigned char *p[6];
+    struct arena a;
+    size_t size;
+
+    (void)state;
+    assert_int_equal(arena_init(&a, 16 * MIB, 16 * MIB), 0);
+    for (int i = 0; i < 6; i++) {
+        p[i] = arena_alloc(&a, 512 * 1024, &size);
+        assert_ptr_equal(p[i], a.base + (size_t)i * 512 * 1024);
+    }
+    arena_free(&a, p[1]);
+    arena_free(&a, p[3]); /* freed last, but above p[1] */
+    assert_ptr_equal(arena_alloc(&a, 512 * 1024, &size), p[1]);
+    assert_ptr_equal(arena_alloc(&a, 256 * 1024, &size), p[3]);
+    /* a larger block than any freed one: the lowest that is free */
+    assert_ptr_equal(arena_alloc(&a, 1 * MIB, &size), a.base + 3 * MIB);
     arena_destroy(&a);
 }
 
@@ -243,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_too_small),
         cmocka_unit_test(test_exhaustion_and_merging),
         cmocka_unit_test(test_resident),
+        cmocka_unit_test(test_lowest_block_first),
         cmocka_unit_test(test_random),
     };
 
