@@ -152,6 +152,7 @@ struct daemon {
     uint64_t memory_stalled_bytes; /* of those, what only senders can release (memory.c's) */
     uint64_t open_shards;
     unsigned shard_writes_busy;    /* shards with a write of records in flight (shard.c's) */
+    unsigned shards_creating;      /* shards holding records until their file exists (shard-create.c's) */
     unsigned char *rx_scratch;     /* where reads land; see session-recv.c */
     bool rx_scratch_busy;
     /* Bytes the connections may still read in this loop tick, and those

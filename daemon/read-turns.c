@@ -23,20 +23,22 @@
  * enough that the batch buffers it fills stay a few MiB. */
 #define RX_TICK_BUDGET (4 * 1024 * 1024)
 
-/* Shards with a write of records in flight above which no connection is
- * read: records read now would only wait in batch buffers for the disk,
- * and a thousand producers' frames read ahead filled the buffers' arena
- * (64 MiB) with memory touched for the first time. What is not read waits
- * in the senders' sockets, which hold it anyway. Every write completes
- * (each is one system call on a file), and its completion wakes the loop,
- * whose next tick reads again. */
-#define RX_MAX_WRITES_BUSY 32u
+/* Shards waiting for the disk (a write of records in flight, or the
+ * create of their file, which their first records wait for) above which
+ * no connection is read: records read now would only wait in batch
+ * buffers, and a thousand producers' first frames read ahead, most of them
+ * for shards whose files were still being created, filled the buffers'
+ * arena (64 MiB) with memory touched for the first time. What is not read
+ * waits in the senders' sockets, which hold it anyway. Every write and
+ * create completes (each is one system call), and its completion wakes the
+ * loop, whose next tick reads again. */
+#define RX_MAX_WAITING_SHARDS 32u
 
 #ifdef LOGSHARD_FAULT_INJECTION
 /* Test builds: LOGSHARD_FAULTS=small_read_turns makes the tick's budget
  * 16 KiB, so that connections take turns all the time, with any load;
- * LOGSHARD_FAULTS=one_write_busy holds reading while any shard's write is
- * in flight, so that a few producers meet the hold all the time. */
+ * LOGSHARD_FAULTS=one_waiting_shard holds reading while any shard waits
+ * for the disk, so that a few producers meet the hold all the time. */
 static int64_t tick_budget(void)
 {
     static int64_t budget = -1;
@@ -48,13 +50,13 @@ static int64_t tick_budget(void)
     return budget;
 }
 
-static unsigned max_writes_busy(void)
+static unsigned max_waiting_shards(void)
 {
     static unsigned max;
 
     if (max == 0) {
         const char *env = getenv("LOGSHARD_FAULTS");
-        max = env && strstr(env, "one_write_busy") ? 1 : RX_MAX_WRITES_BUSY;
+        max = env && strstr(env, "one_waiting_shard") ? 1 : RX_MAX_WAITING_SHARDS;
     }
     return max;
 }
@@ -64,9 +66,9 @@ static int64_t tick_budget(void)
     return RX_TICK_BUDGET;
 }
 
-static unsigned max_writes_busy(void)
+static unsigned max_waiting_shards(void)
 {
-    return RX_MAX_WRITES_BUSY;
+    return RX_MAX_WAITING_SHARDS;
 }
 #endif
 
@@ -120,7 +122,7 @@ bool read_turns_waiting(const struct read_turn *t)
 
 void read_turns_take(struct daemon *d)
 {
-    if (d->shard_writes_busy >= max_writes_busy()) {
+    if (d->shard_writes_busy + d->shards_creating >= max_waiting_shards()) {
         /* Connections that become readable meanwhile read once and wait;
          * the loop blocks until a completion instead of spinning. */
         d->stats.read_holds++;

@@ -86,6 +86,8 @@ int shard__encode_header(struct shard *s)
 
 void shard__queue_create(struct shard *s)
 {
+    if (!s->creating)
+        s->d->shards_creating++;
     s->creating = true;
     list_add_tail(&s->d->shards_to_create, &s->create_node);
     io_want_submit(s->d->io);
@@ -163,6 +165,7 @@ static void on_created(struct io_req *req, int res)
         res = r;
     }
     s->creating = false;
+    s->d->shards_creating--;
     if (res >= 0) {
         s->fd = res;
         if (s->filling.len > 0 && !s->error && !s->held)

@@ -106,8 +106,8 @@ int stats_format_prometheus(const struct stats_figures *f, char **ret, size_t *r
                "loop tick's read budget being spent.",
                f->read_turns);
     metric_u64(out, "logshard_read_holds_total", "counter",
-               "Loop ticks in which no producer connection was read, as many shards' writes "
-               "being in flight as the daemon lets wait for the disk.",
+               "Loop ticks in which no producer connection was read, as many shards waiting "
+               "for the disk (a write, or the create of their file) as the daemon allows.",
                f->read_holds);
     metric_u64(out, "logshard_streams_known", "gauge",
                "Producer streams the daemon remembers, for resuming them.", f->streams_known);

@@ -207,9 +207,10 @@ static void test_producers_take_turns(void **state)
     free(text);
 }
 
-/* Reading waits while the disk has as many shards' writes as the daemon
- * lets wait (here one, so that it does all the time): every record still
- * arrives exactly once and in order, and the status counts the holds. */
+/* Reading waits while as many shards wait for the disk (a write, or the
+ * create of their file) as the daemon lets wait (here one, so that it
+ * does all the time): every record still arrives exactly once and in
+ * order, and the status counts the holds. */
 static void test_reading_holds_for_writes(void **state)
 {
     struct harness *h = *state;
@@ -220,7 +221,7 @@ static void test_reading_holds_for_writes(void **state)
     size_t len;
     char *text;
 
-    setenv("LOGSHARD_FAULTS", "one_write_busy", 1);
+    setenv("LOGSHARD_FAULTS", "one_waiting_shard", 1);
     harness_start(h, NULL);
     unsetenv("LOGSHARD_FAULTS");
     for (int i = 0; i < N; i++) {
