@@ -50,7 +50,7 @@ struct daemon_stats {
     uint64_t streams_resumed; /* connections that resumed a known stream */
     uint64_t streams_refused; /* resumes refused: unknown stream, wrong uid or name */
     uint64_t read_turns; /* times a producer connection waited for its turn to be read */
-    uint64_t read_holds; /* loop ticks that read nothing: too many shard writes in flight */
+    uint64_t read_holds; /* loop ticks that read nothing: too many shards waiting for the disk */
     uint64_t records_duplicate; /* records below their stream's position: acknowledged, not written */
     uint64_t syncs; /* fdatasync and fsync calls completed, at exit */
 
