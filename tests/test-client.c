@@ -400,8 +400,9 @@ static int script_one_record(struct peer *p)
 /* The first record in a new frame buffer brings in the pages of the next
  * 32 KiB at once, rather than one trap per page as the records reach them,
  * but not the whole buffer (room for one largest record, a megabyte here),
- * which a program logging one line would pay for. The allocator is told to map large blocks afresh, so that the
- * buffer has no pages of its own before the record. */
+ * which a program logging one line would pay for. The allocator is told
+ * to map large blocks afresh, so that the buffer has no pages of its own
+ * before the record. */
 static void test_new_frame_prefaulted_in_chunks(void **state)
 {
     struct peer *p = *state;

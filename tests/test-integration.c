@@ -170,9 +170,49 @@ static uint64_t status_figure(struct harness *h, const char *name)
     return n;
 }
 
-static uint64_t read_turns(struct harness *h)
+/* Producers under one of the daemon's fault injections: producer i sends
+ * records + i * records_step records of size + i * size_step bytes,
+ * flushing every flush_every records when i % flush_mod is not 0 (else
+ * only at the end). */
+struct fault_load {
+    const char *fault;  /* LOGSHARD_FAULTS for the daemon */
+    const char *prefix; /* producer names: prefix0, prefix1, ... */
+    const char *figure; /* a status count the fault must have made grow */
+    int producers;
+    uint64_t records, records_step;
+    size_t size, size_step;
+    int flush_mod;
+    uint64_t flush_every;
+};
+
+/* Runs the load; every record must arrive exactly once and in order, and
+ * the status figure must be above 0. */
+static void run_fault_load(struct harness *h, const struct fault_load *l)
 {
-    return status_figure(h, "read_turns");
+    uint64_t counts[16];
+    pid_t pids[16];
+    char name[32];
+    size_t len;
+    char *text;
+
+    assert_true(l->producers <= 16);
+    setenv("LOGSHARD_FAULTS", l->fault, 1);
+    harness_start(h, NULL);
+    unsetenv("LOGSHARD_FAULTS");
+    for (int i = 0; i < l->producers; i++) {
+        counts[i] = l->records + (uint64_t)i * l->records_step;
+        snprintf(name, sizeof(name), "%s%d", l->prefix, i);
+        pids[i] = spawn_producer(h->sock, name, counts[i], l->size + (size_t)i * l->size_step,
+                                 i % l->flush_mod ? l->flush_every : 0);
+    }
+    wait_producers(pids, l->producers);
+    assert_true(status_figure(h, l->figure) > 0);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
+    check_records(text, l->prefix, l->producers, counts);
+    free(text);
 }
 
 /* Connections take turns at reading once a loop tick's read budget is
@@ -181,30 +221,13 @@ static uint64_t read_turns(struct harness *h)
  * producers flushing or not alike, and the status counts the turns. */
 static void test_producers_take_turns(void **state)
 {
-    struct harness *h = *state;
-    enum { N = 12 };
-    uint64_t counts[N];
-    pid_t pids[N];
-    char name[32];
-    size_t len;
-    char *text;
+    const struct fault_load load = {
+        .fault = "small_read_turns", .prefix = "turn", .figure = "read_turns",
+        .producers = 12, .records = 10000, .records_step = 997,
+        .size = 60, .size_step = 40, .flush_mod = 3, .flush_every = 700,
+    };
 
-    setenv("LOGSHARD_FAULTS", "small_read_turns", 1);
-    harness_start(h, NULL);
-    unsetenv("LOGSHARD_FAULTS");
-    for (int i = 0; i < N; i++) {
-        counts[i] = 10000 + (uint64_t)i * 997;
-        snprintf(name, sizeof(name), "turn%d", i);
-        pids[i] = spawn_producer(h->sock, name, counts[i], 60 + (size_t)i * 40, i % 3 ? 700 : 0);
-    }
-    wait_producers(pids, N);
-    assert_true(read_turns(h) > 0);
-    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
-    assert_int_equal(harness_count_files(h, "active", ""), 0);
-
-    text = harness_merge_and_cat(h, "merged.lsm", &len);
-    check_records(text, "turn", N, counts);
-    free(text);
+    run_fault_load(*state, &load);
 }
 
 /* Reading waits while as many shards wait for the disk (a write, or the
@@ -213,30 +236,13 @@ static void test_producers_take_turns(void **state)
  * order, and the status counts the holds. */
 static void test_reading_holds_for_writes(void **state)
 {
-    struct harness *h = *state;
-    enum { N = 8 };
-    uint64_t counts[N];
-    pid_t pids[N];
-    char name[32];
-    size_t len;
-    char *text;
+    const struct fault_load load = {
+        .fault = "one_waiting_shard", .prefix = "hold", .figure = "read_holds",
+        .producers = 8, .records = 20000, .records_step = 1009,
+        .size = 100, .size_step = 30, .flush_mod = 2, .flush_every = 500,
+    };
 
-    setenv("LOGSHARD_FAULTS", "one_waiting_shard", 1);
-    harness_start(h, NULL);
-    unsetenv("LOGSHARD_FAULTS");
-    for (int i = 0; i < N; i++) {
-        counts[i] = 20000 + (uint64_t)i * 1009;
-        snprintf(name, sizeof(name), "hold%d", i);
-        pids[i] = spawn_producer(h->sock, name, counts[i], 100 + (size_t)i * 30, i % 2 ? 500 : 0);
-    }
-    wait_producers(pids, N);
-    assert_true(status_figure(h, "read_holds") > 0);
-    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
-    assert_int_equal(harness_count_files(h, "active", ""), 0);
-
-    text = harness_merge_and_cat(h, "merged.lsm", &len);
-    check_records(text, "hold", N, counts);
-    free(text);
+    run_fault_load(*state, &load);
 }
 
 /* A long-lived producer rolls over to new shards at max_shard_bytes; the
