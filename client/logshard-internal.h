@@ -38,9 +38,13 @@
 /* The memory a handle keeps for records appended and not acknowledged:
  * RETAIN_BUFFERS frame buffers, or as many as make RETAIN_MIN_BYTES when
  * the buffers are small (so that a tiny buffer_bytes does not also mean a
- * handful of records in flight). include/logshard.h documents it. */
+ * handful of records in flight). Half of that where the daemon's ACK does
+ * not wait for the disk (retain.c says why). include/logshard.h documents
+ * it. */
 #define RETAIN_BUFFERS 4u
 #define RETAIN_MIN_BYTES ((size_t)1024 * 1024)
+#define RETAIN_BUFFERS_UNSYNCED 2u
+#define RETAIN_MIN_BYTES_UNSYNCED ((size_t)512 * 1024)
 
 /* The daemon sends us only WELCOME, ACK and ERROR; the largest is an ERROR
  * whose message the encoder cut at WIRE_ERROR_MESSAGE_MAX. */

@@ -27,6 +27,9 @@
  * frame buffers of buffer_bytes (as adjusted, see logshard_opts); at most
  * 4 of them, or as many as make 1 MiB when they are smaller than 256 KiB.
  * With the default buffer that is 1 MiB of records waiting for their ACK.
+ * Where the daemon's policy acknowledges records once written, not synced
+ * (LOGSHARD_FSYNC_NONE and LOGSHARD_FSYNC_INTERVAL, as its first WELCOME
+ * said), half of that: 2 buffers, or as many as make 512 KiB.
  *
  * Every int-returning call returns 0 on success or a negative errno value.
  * A handle is not safe to use from two threads at once; use one per thread

@@ -459,15 +459,15 @@ static void peer_init(struct peer *p)
 /* total is for scripts that watch the main thread block: how many records
  * it means to append. It is set before the thread starts so that the thread
  * never reads it half-written. */
-void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
-                      uint32_t max_frame, uint64_t total)
+void peer_start_policy(struct peer *p, peer_script script, uint32_t max_record,
+                       uint32_t max_frame, uint64_t total, uint8_t fsync_policy)
 {
     free(p->got);
     peer_init(p);
     p->script = script;
     p->total = total;
     p->welcome = (struct wire_welcome){ .version = WIRE_PROTOCOL_V2,
-                                        .fsync_policy = 2,
+                                        .fsync_policy = fsync_policy,
                                         .max_record_bytes = max_record,
                                         .max_frame_bytes = max_frame };
     strcpy(p->dir, "/tmp/logshard-test-XXXXXX");
@@ -479,6 +479,12 @@ void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
     assert_int_equal(pipe2(p->done, O_CLOEXEC), 0);
     assert_int_equal(pthread_create(&p->thread, NULL, peer_main, p), 0);
     p->running = true;
+}
+
+void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
+                      uint32_t max_frame, uint64_t total)
+{
+    peer_start_policy(p, script, max_record, max_frame, total, LOGSHARD_FSYNC_BATCH);
 }
 
 void peer_start(struct peer *p, peer_script script, uint32_t max_record, uint32_t max_frame)

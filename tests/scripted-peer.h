@@ -125,7 +125,10 @@ int peer_go_away(struct peer *p);
 int peer_come_back(struct peer *p);
 int peer_wait_pipe(int fd, int timeout_ms);
 
-/* The main thread's side. */
+/* The main thread's side. The peer's WELCOME announces fsync_policy
+ * (peer_start_policy) or LOGSHARD_FSYNC_BATCH, a daemon's default. */
+void peer_start_policy(struct peer *p, peer_script script, uint32_t max_record,
+                       uint32_t max_frame, uint64_t total, uint8_t fsync_policy);
 void peer_start_total(struct peer *p, peer_script script, uint32_t max_record,
                       uint32_t max_frame, uint64_t total);
 void peer_start(struct peer *p, peer_script script, uint32_t max_record, uint32_t max_frame);

@@ -294,10 +294,58 @@ static void test_append_nonblock(void **state)
     check_records(p, PRESSURE_RECORDS, PRESSURE_MAX_LEN, 0);
 }
 
+/* How much a handle appends before it waits for an ACK follows the
+ * policy the WELCOME announced: with the default buffer, 2 frames of 256
+ * KiB where the daemon acknowledges at the write (none, interval), 4 where
+ * an ACK waits for a flush (batch, always). The peer reads nothing until
+ * told, so -EAGAIN comes when the buffers are all in use; then every record
+ * arrives once, in order. */
+static void test_window_follows_policy(void **state)
+{
+    static const uint8_t policies[] = { LOGSHARD_FSYNC_NONE, LOGSHARD_FSYNC_INTERVAL,
+                                        LOGSHARD_FSYNC_BATCH, LOGSHARD_FSYNC_ALWAYS };
+    struct peer *p = *state;
+
+    for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+        bool unsynced = policies[i] <= LOGSHARD_FSYNC_INTERVAL;
+        size_t window = (size_t)(unsynced ? 2 : 4) * 256 * 1024;
+        unsigned char rec[PRESSURE_MAX_LEN];
+        uint64_t taken = 0;
+        size_t bytes = 0;
+        logshard *ls;
+        int r;
+
+        peer_start_policy(p, script_stall_until_go, PRESSURE_MAX_RECORD, DEFAULT_MAX_FRAME,
+                          UINT64_MAX, policies[i]);
+        ls = connect_flags(p, "window", 0, LOGSHARD_NONBLOCK, 0);
+        assert_int_equal(logshard_fsync_policy(ls), policies[i]);
+        for (;;) {
+            size_t len = make_record(taken, PRESSURE_MAX_LEN, rec);
+
+            r = logshard_append(ls, rec, len);
+            if (r == -EAGAIN)
+                break;
+            assert_int_equal(r, 0);
+            taken++;
+            bytes += WIRE_RECORD_PREFIX + len;
+            assert_true(bytes <= window); /* never more than the window */
+        }
+        /* full up to the last record that did not fit a frame */
+        assert_true(bytes > window - window / 64);
+        p->total = taken;
+        assert_int_equal(signal_pipe(p->go[1]), 0);
+        assert_int_equal(logshard_flush(ls, 2 * PEER_TIMEOUT_MS), 0);
+        logshard_close(ls);
+        peer_join(p);
+        check_records(p, taken, PRESSURE_MAX_LEN, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         PEER_TEST(test_append_batches),
+        PEER_TEST(test_window_follows_policy),
         PEER_TEST(test_append_linger),
         PEER_TEST(test_append_limits),
         PEER_TEST(test_append_frame_limit),
