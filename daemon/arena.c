@@ -114,6 +114,32 @@ int arena_init(struct arena *a, size_t size, size_t keep_bytes)
     return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+int arena_populate(struct arena *a, size_t bytes)
+{
+    if (!a->base || a->used_bytes != 0)
+        return -EINVAL;
+    bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (bytes > a->size)
+        bytes = a->size;
+    if (bytes == 0)
+        return 0;
+    /* The kernel writes the pages; nothing here touches the (poisoned)
+     * free blocks. */
+    if (madvise(a->base, bytes, MADV_POPULATE_WRITE) != 0)
+        return -errno;
+    for (size_t g = 0; g < bytes / GRANULE; g++) {
+        if (!a->resident[g]) {
+            a->resident[g] = 1;
+            a->resident_free_bytes += GRANULE;
+        }
+    }
+    return 0;
+}
+
 void arena_destroy(struct arena *a)
 {
     if (a->mapping)

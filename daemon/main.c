@@ -405,6 +405,10 @@ static int run(struct daemon *d)
     if (d->syslog_stream)
         log_info("syslog stream connections on %s%s", syslog_stream_path(d->syslog_stream),
                  syslog_stream_activated(d->syslog_stream) ? " (socket from systemd)" : "");
+    /* Last before READY=1: what is there to fail has been tried, and a
+     * producer that connects meanwhile waits in the listen queue. Failing
+     * costs only the pages' faults later. */
+    (void)memory_prepare(d);
     notify_ready(d);
 
     uv_run(d->loop, UV_RUN_DEFAULT);

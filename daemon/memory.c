@@ -63,6 +63,18 @@ static struct arena *arena_of(struct daemon *d)
     return p->arena.base ? &p->arena : NULL;
 }
 
+int memory_prepare(struct daemon *d)
+{
+    struct arena *a = arena_of(d);
+    size_t bytes = ARENA_KEEP_BYTES;
+
+    if (!a)
+        return -ENOMEM;
+    if (bytes > d->config.memory_limit_bytes)
+        bytes = (size_t)d->config.memory_limit_bytes;
+    return arena_populate(a, bytes);
+}
+
 /* Gives a buffer's memory back: to the arena, the pool, or the kernel. */
 static void unmap_buffer(struct daemon *d, unsigned char *buf, size_t cap)
 {

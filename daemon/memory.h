@@ -64,6 +64,18 @@ int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t n
  * and 0. */
 void memory_map_release(struct daemon *d, unsigned char **buf, size_t *cap);
 
+/* Makes the arena at start, before the first producer, and backs the part
+ * of it that a burst's buffers land on (arena_populate): as much as stays
+ * resident once freed (ARENA_KEEP_BYTES), at most memory_limit_bytes. A
+ * daemon that has had a burst keeps those pages anyway; backed at start
+ * they are not faulted in, huge page by huge page, while the first
+ * producers wait (80 ms of a 64-producer run on the development
+ * machine, docs/BENCHMARKS.md). Returns 0, or a negative errno (-ENOMEM:
+ * no arena, the kernel has no transparent huge pages or no room for the
+ * region; -EINVAL: a kernel before 5.14); either way buffers work as
+ * before, their pages faulted in when first written. */
+int memory_prepare(struct daemon *d);
+
 /* Unmaps every pooled buffer and the arena (at exit). */
 void memory_pool_drain(struct daemon *d);
 

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -202,6 +204,57 @@ static void test_lowest_block_first(void **state)
     arena_destroy(&a);
 }
 
+/* Pages of [p, p + n) in memory, from mincore. */
+static size_t resident_pages(const void *p, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), count = 0;
+    unsigned char *vec = calloc(n / page, 1);
+
+    assert_non_null(vec);
+    assert_int_equal(mincore((void *)p, n, vec), 0);
+    for (size_t i = 0; i < n / page; i++)
+        count += vec[i] & 1;
+    free(vec);
+    return count;
+}
+
+/* Populating backs the region's start, in whole huge pages, and nothing
+ * past it; the pages count as resident and free, and the first blocks
+ * taken are among them. */
+static void test_populate(void **state)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), size;
+    struct arena a;
+    int r;
+
+    (void)state;
+    assert_int_equal(arena_init(&a, 16 * MIB, 32 * MIB), 0);
+    assert_int_equal(resident_pages(a.base, 16 * MIB), 0);
+    r = arena_populate(&a, 3 * MIB); /* rounded up to 4 MiB */
+    if (r == -EINVAL) {
+        arena_destroy(&a);
+        skip(); /* a kernel before 5.14 */
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(resident_pages(a.base, 4 * MIB), 4 * MIB / page);
+    assert_int_equal(resident_pages(a.base + 4 * MIB, 12 * MIB), 0);
+    assert_int_equal(a.resident_free_bytes, 4 * MIB);
+    assert_ptr_equal(arena_alloc(&a, 1 * MIB, &size), a.base);
+    assert_int_equal(a.resident_free_bytes, 3 * MIB);
+    /* only before the first allocation */
+    assert_int_equal(arena_populate(&a, 8 * MIB), -EINVAL);
+    arena_destroy(&a);
+
+    /* at most the whole region */
+    assert_int_equal(arena_init(&a, 1 * MIB, 1 * MIB), 0);
+    assert_int_equal(arena_populate(&a, 64 * MIB), 0);
+    assert_int_equal(resident_pages(a.base, 1 * MIB), 1 * MIB / page);
+    assert_int_equal(a.resident_free_bytes, 1 * MIB);
+    arena_destroy(&a);
+    /* no region */
+    assert_int_equal(arena_populate(&a, 1 * MIB), -EINVAL);
+}
+
 struct live {
     unsigned char *p;
     size_t size;
@@ -268,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_exhaustion_and_merging),
         cmocka_unit_test(test_resident),
         cmocka_unit_test(test_lowest_block_first),
+        cmocka_unit_test(test_populate),
         cmocka_unit_test(test_random),
     };
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -29,7 +31,9 @@
 #include "logshard.h"
 #include "wire.h"
 
-static uint64_t daemon_peak_rss(const struct harness *h)
+/* A figure of the daemon's /proc/PID/status, in bytes ("VmHWM: %" SCNu64
+ * " kB" for the peak RSS). */
+static uint64_t daemon_status_bytes(const struct harness *h, const char *format)
 {
     char path[64], line[256];
     uint64_t kib = 0;
@@ -39,10 +43,75 @@ static uint64_t daemon_peak_rss(const struct harness *h)
     f = fopen(path, "re");
     assert_non_null(f);
     while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %" SCNu64 " kB", &kib) == 1)
+        if (sscanf(line, format, &kib) == 1)
             break;
     fclose(f);
     return kib * 1024;
+}
+
+static uint64_t daemon_peak_rss(const struct harness *h)
+{
+    return daemon_status_bytes(h, "VmHWM: %" SCNu64 " kB");
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Whether this kernel backs an arena at start: transparent huge pages
+ * (always or madvise) and MADV_POPULATE_WRITE. */
+static bool kernel_populates_arenas(void)
+{
+    char line[256] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+    long page = sysconf(_SC_PAGESIZE);
+    void *p;
+    int r;
+
+    if (!f)
+        return false;
+    if (!fgets(line, sizeof(line), f))
+        line[0] = '\0';
+    fclose(f);
+    if (!strstr(line, "[always]") && !strstr(line, "[madvise]"))
+        return false;
+    p = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    r = madvise(p, (size_t)page, MADV_POPULATE_WRITE);
+    munmap(p, (size_t)page);
+    return r == 0;
+}
+
+/* At start, before any producer, the daemon backs the buffers a burst
+ * lands on (memory.h, memory_prepare): as many as stay resident once
+ * freed, 32 MiB, but never more than memory_limit_bytes, the most its
+ * buffers hold. */
+static void test_buffers_backed_at_start(void **state)
+{
+    static const uint64_t limits[] = { 8u << 20, 256u << 20 };
+    struct harness *h = *state;
+
+    if (!kernel_populates_arenas())
+        skip();
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        uint64_t backed = limits[i] < (32u << 20) ? limits[i] : (32u << 20);
+        uint64_t anon;
+        char conf[128];
+
+        snprintf(conf, sizeof(conf), "[limits]\nmemory_limit_bytes = %" PRIu64 "\n", limits[i]);
+        harness_write_config(h, conf);
+        harness_start(h, NULL);
+        anon = daemon_status_bytes(h, "RssAnon: %" SCNu64 " kB");
+        fprintf(stderr, "memory_limit_bytes %" PRIu64 " MiB: RssAnon at start %.1f MiB\n",
+                limits[i] >> 20, (double)anon / 1048576.0);
+        assert_true(anon >= backed);
+        /* The rest of the daemon is a few MiB; AddressSanitizer's shadow
+         * memory is not. */
+#ifndef __SANITIZE_ADDRESS__
+        assert_true(anon < backed + (16u << 20));
+#endif
+        harness_assert_clean_exit(harness_stop(h, SIGTERM, 60000));
+    }
 }
 
 /* A producer that floods without pause beside eight well-behaved ones: the
@@ -293,6 +362,8 @@ static void test_unfinished_frames_over_memory_limit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_buffers_backed_at_start, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_flood_beside_good_producers, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_frames_over_memory_limit, harness_setup,
                                         harness_teardown),
