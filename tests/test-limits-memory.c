@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "../daemon/arena.h"
 #include "admin-fixture.h"
 #include "harness.h"
 #include "logshard.h"
@@ -58,22 +59,15 @@ static uint64_t daemon_peak_rss(const struct harness *h)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* Whether this kernel backs an arena at start: transparent huge pages
- * (always or madvise) and MADV_POPULATE_WRITE. */
+/* Whether this kernel backs an arena at start: transparent huge pages,
+ * as the daemon judges them, and MADV_POPULATE_WRITE. */
 static bool kernel_populates_arenas(void)
 {
-    char line[256] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
     long page = sysconf(_SC_PAGESIZE);
     void *p;
     int r;
 
-    if (!f)
-        return false;
-    if (!fgets(line, sizeof(line), f))
-        line[0] = '\0';
-    fclose(f);
-    if (!strstr(line, "[always]") && !strstr(line, "[madvise]"))
+    if (!arena_huge_pages_available())
         return false;
     p = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(p != MAP_FAILED);
