@@ -52,14 +52,18 @@ static uint32_t crc_software(uint32_t crc, const unsigned char *p, size_t len)
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* Eight bytes per instruction from wherever the data starts: x86-64 loads
+ * unaligned words at no extra cost, while a byte at a time up to an 8-byte
+ * boundary and after the last word made a chain up to 14 instructions
+ * longer, each one waiting for the one before. The daemon checksums every
+ * record on its own, a record's fields and payload at any offset, so on
+ * short records those bytes were a quarter of the time. */
 __attribute__((target("sse4.2")))
 static uint32_t crc_hardware(uint32_t crc32, const unsigned char *p, size_t len)
 {
     uint64_t crc = crc32;
-    while (len && ((uintptr_t)p & 7)) {
-        crc = __builtin_ia32_crc32qi((uint32_t)crc, *p++);
-        len--;
-    }
+    uint32_t c;
+
     while (len >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -67,9 +71,22 @@ static uint32_t crc_hardware(uint32_t crc32, const unsigned char *p, size_t len)
         p += 8;
         len -= 8;
     }
-    while (len--)
-        crc = __builtin_ia32_crc32qi((uint32_t)crc, *p++);
-    return (uint32_t)crc;
+    c = (uint32_t)crc;
+    if (len & 4) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        c = __builtin_ia32_crc32si(c, w);
+        p += 4;
+    }
+    if (len & 2) {
+        uint16_t w;
+        memcpy(&w, p, 2);
+        c = __builtin_ia32_crc32hi(c, w);
+        p += 2;
+    }
+    if (len & 1)
+        c = __builtin_ia32_crc32qi(c, *p);
+    return c;
 }
 
 static bool cpu_has_crc_instruction(void)
