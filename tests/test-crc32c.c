@@ -166,6 +166,54 @@ static void test_extend_pieces(void **state)
     assert_int_equal(crc32c_extend(crc32c_extend(0, "1234", 4), "56789", 5), 0xE3069283u);
 }
 
+/* Three CRCs at once against three single ones, on both paths: lengths
+ * equal and unequal (which one is shortest changes where the side-by-side
+ * part ends), at odd offsets, from non-zero starting values. */
+static void test_extend_three(void **state)
+{
+    enum { MAXLEN = 200 };
+    static unsigned char buf[3][MAXLEN + 8];
+    static const size_t lens[] = { 0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 64, 128, 129, 200 };
+    const size_t nl = sizeof(lens) / sizeof(lens[0]);
+    (void)state;
+
+    for (int k = 0; k < 3; k++)
+        fill_random(buf[k], sizeof(buf[k]));
+    for (int soft = 0; soft < 2; soft++) {
+        crc32c_force_software(soft);
+        for (size_t a = 0; a < nl; a++) {
+            for (size_t b = 0; b < nl; b++) {
+                for (size_t c = 0; c < nl; c++) {
+                    const size_t len[3] = { lens[a], lens[b], lens[c] };
+                    const void *data[3] = { buf[0] + 1, buf[1] + 2 + a % 5, buf[2] + 7 };
+                    uint32_t crc[3] = { 0, 0x12345678u, (uint32_t)(a * 977 + c) };
+                    uint32_t want[3];
+
+                    for (int k = 0; k < 3; k++)
+                        want[k] = crc32c_extend(crc[k], data[k], len[k]);
+                    crc32c_extend3(crc, data, len);
+                    for (int k = 0; k < 3; k++)
+                        if (crc[k] != want[k])
+                            fail_msg("software %d lengths %zu,%zu,%zu: lane %d %08x, want %08x",
+                                     soft, len[0], len[1], len[2], k, crc[k], want[k]);
+                }
+            }
+        }
+    }
+    /* Against the reference, so that both being wrong alike is caught. */
+    crc32c_force_software(0);
+    {
+        const size_t len[3] = { 128, 100, 129 };
+        const void *data[3] = { buf[0], buf[1] + 3, buf[2] + 5 };
+        uint32_t crc[3] = { 0, 0, 0 };
+
+        crc32c_extend3(crc, data, len);
+        assert_int_equal(crc[0], crc32c_bitwise(buf[0], 128));
+        assert_int_equal(crc[1], crc32c_bitwise(buf[1] + 3, 100));
+        assert_int_equal(crc[2], crc32c_bitwise(buf[2] + 5, 129));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +221,7 @@ int main(void)
         cmocka_unit_test_teardown(test_vectors_software, teardown_software),
         cmocka_unit_test_teardown(test_paths_agree, teardown_software),
         cmocka_unit_test_teardown(test_extend_pieces, teardown_software),
+        cmocka_unit_test_teardown(test_extend_three, teardown_software),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
