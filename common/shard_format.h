@@ -232,6 +232,20 @@ size_t shard_encode_record(unsigned char *out, const void *payload, uint32_t len
 size_t shard_encode_record_creds(unsigned char *out, const void *payload, uint32_t len,
                                  uint64_t timestamp_ns, const struct shard_creds *creds);
 
+/* As shard_encode_record() and shard_encode_record_creds(), but the CRC
+ * field is left 0, for shard_records_sum() to fill in later, with others:
+ * the record must not be read or written out before. */
+size_t shard_encode_record_unsummed(unsigned char *out, const void *payload, uint32_t len,
+                                    uint64_t timestamp_ns);
+size_t shard_encode_record_creds_unsummed(unsigned char *out, const void *payload, uint32_t len,
+                                          uint64_t timestamp_ns, const struct shard_creds *creds);
+
+/* Fills the CRC field of the n whole records encoded at rec[0..n) with
+ * their shard_record_crc(), three at a time (crc32c_extend3()). A record's
+ * length field must be one shard_encode_record*() wrote: it says how long
+ * the record is. */
+void shard_records_sum(unsigned char *const rec[], size_t n);
+
 /* The size of the trailer for a shard of shard_len bytes so that the sealed
  * shard ends on a multiple of align (a power of two up to SHARD_ALIGN_MAX;
  * 0 or 1 for no alignment): SHARD_TRAILER_MIN to SHARD_TRAILER_MAX - 1. */

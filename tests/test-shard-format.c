@@ -242,6 +242,55 @@ static void test_record_encode(void **state)
     assert_int_equal(SHARD_RECORD_HEADER, 16);
 }
 
+/* Records encoded without their CRC and summed later, any number at once
+ * (three side by side, the rest one by one), with and without credentials,
+ * carry exactly the bytes shard_encode_record*() writes. */
+static void test_records_summed_later(void **state)
+{
+    enum { MAXREC = 9, PAYLOAD = 300 };
+    static unsigned char want[MAXREC][SHARD_RECORD_HEADER + SHARD_RECORD_CREDS + PAYLOAD];
+    static unsigned char got[MAXREC][SHARD_RECORD_HEADER + SHARD_RECORD_CREDS + PAYLOAD + 2];
+    unsigned char payload[PAYLOAD];
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(payload); i++)
+        payload[i] = (unsigned char)(i * 131 + 7);
+    for (size_t n = 0; n <= MAXREC; n++) {
+        unsigned char *rec[MAXREC] = { NULL };
+        size_t size[MAXREC] = { 0 };
+
+        for (size_t k = 0; k < n; k++) {
+            uint32_t len = (uint32_t)(1 + (k * 37 + n * 11) % PAYLOAD);
+            const struct shard_creds creds = { .pid = (uint32_t)(100 + k), .uid = 1000,
+                                               .gid = (uint32_t)n };
+            bool with_creds = (k + n) % 3 == 1;
+            uint64_t ts = 0x1122334455667788ull + k;
+
+            /* At an odd address in half the records. */
+            rec[k] = got[k] + (k & 1);
+            memset(rec[k], 0xEE, sizeof(got[k]) - 1); /* the record and a byte past it */
+            if (with_creds) {
+                size[k] = shard_encode_record_creds(want[k], payload, len, ts, &creds);
+                assert_int_equal(shard_encode_record_creds_unsummed(rec[k], payload, len, ts,
+                                                                    &creds),
+                                 size[k]);
+            } else {
+                size[k] = shard_encode_record(want[k], payload, len, ts);
+                assert_int_equal(shard_encode_record_unsummed(rec[k], payload, len, ts),
+                                 size[k]);
+            }
+            assert_int_equal(wire_get_u32(rec[k] + 4), 0);
+        }
+        shard_records_sum(rec, n);
+        for (size_t k = 0; k < n; k++) {
+            if (memcmp(rec[k], want[k], size[k]) != 0)
+                fail_msg("%zu records: record %zu differs (CRC %08x, want %08x)", n, k,
+                         wire_get_u32(rec[k] + 4), wire_get_u32(want[k] + 4));
+            assert_int_equal(rec[k][size[k]], 0xEE);
+        }
+    }
+}
+
 /* ---- seal trailer ---- */
 
 static void test_trailer_size(void **state)
@@ -272,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_header_every_byte_flipped),
         cmocka_unit_test(test_header_short_input),
         cmocka_unit_test(test_record_encode),
+        cmocka_unit_test(test_records_summed_later),
         /* Last: when it finds the bug it looks for, it may end the program. */
         cmocka_unit_test(test_header_short_garbage_stays_in_bounds),
         cmocka_unit_test(test_trailer_size),
