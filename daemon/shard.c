@@ -58,6 +58,18 @@ void shard__batch_release(struct daemon *d, struct shard_batch *b)
     b->head = 0;
     b->len = 0;
     b->records = 0;
+    b->n_unsummed = 0;
+}
+
+/* Fills the CRC fields the batch's last records still lack. */
+static void batch_sum(struct shard_batch *b)
+{
+    unsigned char *rec[3];
+
+    for (unsigned i = 0; i < b->n_unsummed; i++)
+        rec[i] = b->buf + b->head + b->unsummed[i];
+    shard_records_sum(rec, b->n_unsummed);
+    b->n_unsummed = 0;
 }
 
 void shard_subscribe(struct daemon *d, struct shard_subscriber *sub,
@@ -240,10 +252,13 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     if (r < 0)
         return r;
     at = s->filling.buf + s->filling.head + s->filling.len;
+    s->filling.unsummed[s->filling.n_unsummed++] = s->filling.len;
     if (creds)
-        s->filling.len += shard_encode_record_creds(at, rec, len, timestamp_ns, creds);
+        s->filling.len += shard_encode_record_creds_unsummed(at, rec, len, timestamp_ns, creds);
     else
-        s->filling.len += shard_encode_record(at, rec, len, timestamp_ns);
+        s->filling.len += shard_encode_record_unsummed(at, rec, len, timestamp_ns);
+    if (s->filling.n_unsummed == 3)
+        batch_sum(&s->filling);
     s->filling.records++;
     if (s->records_queued == 0)
         s->first_record_ns = timestamp_ns;
@@ -501,10 +516,12 @@ static void start_write(struct shard *s)
     struct shard_batch tmp = s->inflight;
 
     assert(s->state != SHARD_SEALING && !s->write_busy);
+    batch_sum(&s->filling);
     s->inflight = s->filling;
     s->filling = tmp;
     s->filling.len = 0;
     s->filling.records = 0;
+    s->filling.n_unsummed = 0;
     s->inflight_done = 0;
     s->write_busy = true;
     s->d->shard_writes_busy++;

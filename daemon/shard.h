@@ -105,6 +105,11 @@ struct shard_batch {
     size_t head;
     size_t len, cap; /* len: bytes of records, from buf + head */
     uint64_t records;
+    /* The last records encoded, whose CRC fields are not filled yet (their
+     * offsets from buf + head): they are summed three at a time, side by
+     * side, and the batch is summed whole before it is written. */
+    size_t unsummed[3];
+    unsigned n_unsummed;
 };
 
 struct shard {
