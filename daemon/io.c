@@ -46,6 +46,8 @@ struct io_faults {
     uint64_t fail_direct_write_at; /* 1-based; 0: never */
     uint64_t direct_writes;
     bool direct_einval;          /* every O_DIRECT write "refused" (after it was done) */
+    uint64_t fail_truncate_at;   /* 1-based; 0: never (made, then reported failed) */
+    uint64_t truncates;
 };
 
 struct io {
@@ -101,6 +103,8 @@ static void faults_parse(struct io_faults *f)
             f->direct_einval = true;
         else if (strncmp(t, "direct_write_eio=", 17) == 0)
             f->fail_direct_write_at = strtoull(t + 17, NULL, 10);
+        else if (strncmp(t, "truncate_eio=", 13) == 0)
+            f->fail_truncate_at = strtoull(t + 13, NULL, 10);
     }
     free(copy);
 }
@@ -136,6 +140,9 @@ static int sync_result(struct io *io, const struct io_req *req, int res)
         return -EIO;
     if (req->op == IO_SYNC_RANGE && res != -ECANCELED && io->faults.fail_sync_range_at &&
         ++io->faults.sync_ranges == io->faults.fail_sync_range_at)
+        return -EIO;
+    if (req->op == IO_TRUNCATE && io->faults.fail_truncate_at &&
+        ++io->faults.truncates == io->faults.fail_truncate_at)
         return -EIO;
     if (req->op != IO_FDATASYNC && req->op != IO_FSYNC && req->op != IO_SYNCFS)
         return res;
@@ -212,7 +219,8 @@ static void uring_prep(struct io *io, struct io_uring_sqe *sqe, struct io_req *r
          * without blocking), so a slow create never stalls the loop. */
         io_uring_prep_openat2(sqe, req->fd, req->oldpath, &create_how);
         break;
-    case IO_SYNCFS: /* never here: uring_submit_queue hands it to the thread pool */
+    case IO_SYNCFS: /* never here: uring_submit_queue hands both to the thread pool */
+    case IO_TRUNCATE:
         assert(false);
         break;
     }
@@ -249,8 +257,10 @@ static void uring_submit_queue(struct io *io)
         struct list_node *n = io->queue.next;
         unsigned len = chain_length(io, n);
 
-        if (list_entry(n, struct io_req, node)->op == IO_SYNCFS) {
-            /* No io_uring operation: the thread pool runs it. */
+        enum io_op op = list_entry(n, struct io_req, node)->op;
+
+        if (op == IO_SYNCFS || op == IO_TRUNCATE) {
+            /* No io_uring operation on every kernel: the thread pool runs it. */
             assert(len == 1);
             if (threads_submit_chain(io, 1) < 0)
                 break;
@@ -406,6 +416,9 @@ static int run_one(const struct io *io, const struct io_req *req)
             break;
         case IO_SYNCFS:
             n = syncfs(req->fd);
+            break;
+        case IO_TRUNCATE:
+            n = ftruncate(req->fd, (off_t)req->offset);
             break;
         case IO_CREATE:
             n = create_beneath(req->fd, req->oldpath);

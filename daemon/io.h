@@ -28,6 +28,10 @@ enum io_op {
                       and no cache flush of the disk; its write-back errors reported */
     IO_SYNCFS,    /* syncfs(fd): io_uring has no such operation, so both backends run
                      it on libuv's thread pool; never linked, nor linked to */
+    IO_TRUNCATE,  /* ftruncate(fd, offset): io_uring has it only from Linux 6.9, so both
+                     backends run it on libuv's thread pool; never linked, nor linked
+                     to. A cut inside a block of a file written with O_DIRECT reads
+                     that block from the disk first, to zero the rest of it */
     IO_CREATE,    /* a new file oldpath in the directory fd, mode 0640, opened for
                      writing: O_CREAT|O_EXCL, never an existing file (-EEXIST), and
                      through openat2(2) RESOLVE_BENEATH without symlinks where the kernel

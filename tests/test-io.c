@@ -264,11 +264,46 @@ static void test_syncfs(void **state)
     close(fd);
 }
 
+/* ftruncate runs on the thread pool whatever the backend: the file ends
+ * where it was cut, and an error comes back as a negative errno. */
+static void test_truncate(void **state)
+{
+    struct fixture *f = *state;
+    struct io_req w, cut, bad;
+    struct result rw = { 0 }, rc = { 0 }, rb = { 0 };
+    int fd = openat(f->dirfd, "t.tmp", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    struct stat st;
+    char back[8];
+
+    assert_true(fd >= 0);
+    prep(&w, IO_WRITE, fd, &rw);
+    w.buf = "abcdefgh";
+    w.len = 8;
+    io_queue(f->io, &w);
+    run_until(f, &rw);
+    assert_int_equal(rw.res, 8);
+    prep(&cut, IO_TRUNCATE, fd, &rc);
+    cut.offset = 3;
+    io_queue(f->io, &cut);
+    run_until(f, &rc);
+    assert_int_equal(rc.res, 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 3);
+    assert_int_equal(pread(fd, back, sizeof(back), 0), 3);
+    assert_memory_equal(back, "abc", 3);
+    prep(&bad, IO_TRUNCATE, f->dirfd, &rb); /* a directory cannot be cut */
+    io_queue(f->io, &bad);
+    run_until(f, &rb);
+    assert_true(rb.res == -EINVAL || rb.res == -EISDIR || rb.res == -EBADF);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_write_sync_rename_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syncfs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_cancels_link, setup, teardown),
         cmocka_unit_test_setup_teardown(test_more_requests_than_ring_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_is_reported, setup, teardown),
