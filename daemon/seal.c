@@ -64,6 +64,7 @@ static const char *step_name(unsigned step)
     case SEAL_STEP_SYNC_QUARANTINE: return "fsync of quarantine/";
     case SEAL_STEP_SYNC_ACTIVE_AFTER_QUARANTINE:
     case SEAL_STEP_FINISH: return "fsync of active/";
+    case SEAL_STEP_CUT: return "cutting the file after its last record";
     default: return seal_step_name((enum seal_step)step);
     }
 }
@@ -165,6 +166,11 @@ static void queue_step(struct shard *s, unsigned step)
         req->op = IO_FSYNC;
         req->fd = seal->quarantine_fd;
         break;
+    case SEAL_STEP_CUT:
+        req->op = IO_TRUNCATE;
+        req->fd = s->fd;
+        req->offset = seal->trailer_offset;
+        break;
     default:
         assert(!"a seal step without a request");
         break;
@@ -232,6 +238,19 @@ static void on_trailer_written(struct shard *s, int res)
     queue_step(s, SEAL_STEP_DATASYNC);
 }
 
+/* The file was cut after its last record kept, or could not be. */
+static void on_cut(struct shard *s, int res)
+{
+    struct seal *seal = &s->seal;
+
+    if (res < 0) {
+        finish_later(s, res,
+                     s->error ? "truncate after an I/O error" : "cutting the zeros written ahead");
+        return;
+    }
+    queue_step(s, seal->trailer ? SEAL_STEP_TRAILER : SEAL_STEP_DATASYNC);
+}
+
 static void on_seal_step(struct io_req *req, int res)
 {
     struct shard *s = req->data;
@@ -241,6 +260,10 @@ static void on_seal_step(struct io_req *req, int res)
     assert(step < SEAL_REQS);
     if (step == SEAL_STEP_TRAILER) {
         on_trailer_written(s, res);
+        return;
+    }
+    if (step == SEAL_STEP_CUT) {
+        on_cut(s, res);
         return;
     }
 
@@ -353,26 +376,27 @@ void seal_start(struct shard *s)
     /* After a cut this may be later than the newest record kept: it is an
      * upper bound, which is what merge --before needs. */
     t.newest_ns = s->newest_record_ns ? s->newest_record_ns : s->created_ns;
+    seal->trailer_offset = keep;
+    t.trailer_len = (uint32_t)shard_trailer_size(keep, s->d->seal_align);
+    seal->trailer = malloc(t.trailer_len);
+    if (seal->trailer) {
+        shard_encode_trailer(seal->trailer, &t);
+        seal->trailer_len = t.trailer_len;
+        seal->trailer_done = 0;
+    } else {
+        log_warning("active/%s: no memory for its seal trailer; sealing it without one",
+                    s->tmp_name);
+    }
     /* After a write or sync error the file may hold bytes nothing vouched
      * for past the last good write or sync; under one-flush, zeros written
      * ahead of the records (shard-prepare.c). Cut them so the shard holds
-     * exactly what was acknowledged, and its trailer ends the file. */
-    if ((s->error || s->fill_end > keep) && ftruncate(s->fd, (off_t)keep) < 0) {
-        finish_later(s, -errno,
-                     s->error ? "truncate after an I/O error" : "cutting the zeros written ahead");
+     * exactly what was acknowledged, and its trailer ends the file. The cut
+     * goes to a thread: inside a block written with O_DIRECT, the kernel
+     * reads the block back from the disk before it zeroes the rest, and
+     * the loop would wait for that read with every producer. */
+    if (s->error || s->fill_end > keep) {
+        queue_step(s, SEAL_STEP_CUT);
         return;
     }
-    t.trailer_len = (uint32_t)shard_trailer_size(keep, s->d->seal_align);
-    seal->trailer = malloc(t.trailer_len);
-    if (!seal->trailer) {
-        log_warning("active/%s: no memory for its seal trailer; sealing it without one",
-                    s->tmp_name);
-        queue_step(s, SEAL_STEP_DATASYNC);
-        return;
-    }
-    shard_encode_trailer(seal->trailer, &t);
-    seal->trailer_len = t.trailer_len;
-    seal->trailer_done = 0;
-    seal->trailer_offset = keep;
-    queue_step(s, SEAL_STEP_TRAILER);
+    queue_step(s, seal->trailer ? SEAL_STEP_TRAILER : SEAL_STEP_DATASYNC);
 }

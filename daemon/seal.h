@@ -25,14 +25,16 @@ enum seal_outcome {
     SEAL_FAILED,        /* a step failed: the file stays in active/ for recovery */
 };
 
-/* The steps beyond the shared ones (seal-steps.h): the move into
- * quarantine/ and its syncs, and the fsync of active/ that ends a seal that
- * stopped before its first step went to the ring. */
+/* The steps beyond the shared ones (seal-steps.h): the cut of the file to
+ * its last record kept, before the trailer (recovery cuts on its own); the
+ * move into quarantine/ and its syncs; and the fsync of active/ that ends a
+ * seal that stopped before its first step went to the ring. */
 enum {
     SEAL_STEP_QUARANTINE = SEAL_STEPS,
     SEAL_STEP_SYNC_QUARANTINE,
     SEAL_STEP_SYNC_ACTIVE_AFTER_QUARANTINE,
     SEAL_STEP_FINISH,
+    SEAL_STEP_CUT,
     SEAL_REQS,
 };
 

@@ -328,6 +328,60 @@ static void test_one_flush_fdatasync_failure(void **state)
     one_flush_failure(*state, "fdatasync_eio=3", "fdatasync");
 }
 
+/* Under one-flush a shard's seal cuts the zeros written ahead of its last
+ * record, on a pool thread (the kernel may read a block back first). When
+ * that cut fails, the seal stops there with an error naming the step, the
+ * file stays in active/, everyone else carries on, and the next start's
+ * recovery seals it: every acknowledged record once. */
+static void test_one_flush_cut_failure(void **state)
+{
+    struct harness *h = *state;
+    const char *extra[] = { "--fsync", "batch", NULL };
+    logshard_opts opts = { .socket_path = h->sock, .producer = "cutfail" };
+    logshard *ls = NULL;
+    char rec[64];
+
+    if (!one_flush_fs(h)) {
+        fprintf(stderr, "the temp directory is on neither ext4 nor XFS: no one-flush\n");
+        skip();
+    }
+    harness_write_config(h, "[sync]\nsync_method = one-flush\n");
+    setenv("LOGSHARD_FAULTS", "truncate_eio=1", 1);
+    harness_start(h, extra);
+    unsetenv("LOGSHARD_FAULTS");
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    for (uint64_t i = 0; i < 10; i++) {
+        size_t len = harness_make_record(rec, sizeof(rec), "cutfail", i, 30);
+        assert_int_equal(logshard_append(ls, rec, len), 0);
+    }
+    assert_int_equal(logshard_flush(ls, 10000), 0);
+    logshard_close(ls);
+    assert_true(harness_wait_log(h, "failed at cutting the zeros written ahead", 10000));
+    assert_true(harness_log_has(h, "sealing active/cutfail."));
+
+    /* Business as usual for everyone else. */
+    opts.producer = "after";
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    assert_int_equal(logshard_append(ls, "after 0 ok", 10), 0);
+    assert_int_equal(logshard_flush(ls, 10000), 0);
+    logshard_close(ls);
+    (void)harness_stop(h, SIGTERM, 30000);
+    assert_int_equal(harness_count_files(h, "active", ".tmp"), 1);
+
+    /* The next start seals what the failed seal left. */
+    harness_start(h, extra);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "active", ".tmp"), 0);
+    {
+        char names[2][32] = { "cutfail", "after" };
+        uint64_t want[2] = { 10, 1 }, found[2];
+        size_t len;
+        char *text = harness_merge_and_cat(h, "cutfail.lsm", &len);
+        check_exactly_once(text, names, want, 2, found);
+        free(text);
+    }
+}
+
 /* Under interval, records are acknowledged before any sync proves them; a
  * failed sync sends the whole shard to quarantine/ instead of done/. */
 static void test_fdatasync_failure_interval_quarantines(void **state)
@@ -571,6 +625,7 @@ int main(void)
                                         harness_teardown),
         cmocka_unit_test_setup_teardown(test_one_flush_fdatasync_failure, harness_setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_one_flush_cut_failure, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_fdatasync_failure_interval_quarantines, harness_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_short_writes, harness_setup, teardown),
