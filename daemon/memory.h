@@ -17,11 +17,16 @@ struct daemon;
 
 /* Released batch and receive buffers kept for reuse: mapped memory whose
  * pages are already there, so a new burst does not fault them in again.
- * Slots for as many buffers as a tick's reading fills (session-recv.c);
- * the pool's bytes do not count towards memory_limit_bytes: nobody holds
- * them. Buffers of ARENA_MIN_BYTES and more come from the arena instead,
+ * Slots for as many buffers as a tick's reading fills (session-recv.c):
+ * a tick reads 4 MiB, and producers that flush every 64 records of 128
+ * bytes send frames of 9 KiB, so a tick fills a buffer each for about 450
+ * shards. With 128 slots, 1,000 such producers had the daemon unmap and
+ * map a buffer for most frames: 16% of its time in munmap, most of it the
+ * TLB shootdowns, and an eighth to a fifth fewer records/s
+ * (docs/BENCHMARKS.md). The pool's bytes do not count towards
+ * memory_limit_bytes: nobody holds them. Buffers of ARENA_MIN_BYTES and more come from the arena instead,
  * which keeps as many freed bytes resident. */
-#define BATCH_POOL_SLOTS 128u
+#define BATCH_POOL_SLOTS 1024u
 #define BATCH_POOL_MAX_BYTES (64u * 1024u * 1024u)
 /* Smaller buffers are many (one per shard and unfinished frame, with a
  * thousand producers) and mostly empty: in the arena each would hold a
