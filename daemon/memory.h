@@ -24,8 +24,9 @@ struct daemon;
  * map a buffer for most frames: 16% of its time in munmap, most of it the
  * TLB shootdowns, and an eighth to a fifth fewer records/s
  * (docs/BENCHMARKS.md). The pool's bytes do not count towards
- * memory_limit_bytes: nobody holds them. Buffers of ARENA_MIN_BYTES and more come from the arena instead,
- * which keeps as many freed bytes resident. */
+ * memory_limit_bytes: nobody holds them. Buffers of ARENA_MIN_BYTES and
+ * more come from the arena instead, which keeps as many freed bytes
+ * resident. */
 #define BATCH_POOL_SLOTS 1024u
 #define BATCH_POOL_MAX_BYTES (64u * 1024u * 1024u)
 /* Smaller buffers are many (one per shard and unfinished frame, with a
