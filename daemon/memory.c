@@ -25,15 +25,26 @@
 #include "config.h"
 #include "daemon.h"
 
-/* Takes a pooled buffer of at least need bytes, the smallest that fits. */
-static bool pool_take(struct batch_pool *p, size_t need, unsigned char **ret_buf,
+/* Takes a pooled buffer of at least need bytes: the first, from the most
+ * recently pooled, that is no larger than want (what would be mapped
+ * instead), else the smallest that fits. With a thousand slots, most of
+ * them holding buffers of one size, looking through all of them for the
+ * smallest was up to 6% of the daemon's time in the middle of a run. */
+static bool pool_take(struct batch_pool *p, size_t need, size_t want, unsigned char **ret_buf,
                       size_t *ret_cap)
 {
     unsigned best = p->n;
 
-    for (unsigned i = 0; i < p->n; i++)
-        if (p->slot[i].cap >= need && (best == p->n || p->slot[i].cap < p->slot[best].cap))
+    for (unsigned i = p->n; i-- > 0;) {
+        if (p->slot[i].cap < need)
+            continue;
+        if (p->slot[i].cap <= want) {
             best = i;
+            break;
+        }
+        if (best == p->n || p->slot[i].cap < p->slot[best].cap)
+            best = i;
+    }
     if (best == p->n)
         return false;
     *ret_buf = p->slot[best].buf;
@@ -118,7 +129,7 @@ int memory_map_grow(struct daemon *d, unsigned char **buf, size_t *cap, size_t n
             return 0;
         }
     }
-    if (!*buf && pool_take(&d->batch_pool, need, buf, cap)) {
+    if (!*buf && pool_take(&d->batch_pool, need, want, buf, cap)) {
         d->memory_bytes += *cap;
         return 0;
     }

@@ -420,6 +420,46 @@ static void test_buffers_return_to_pool(void **state)
     run_until(f, &finish_calls, 1);
 }
 
+/* A buffer is taken from the pool when one there is no larger than what
+ * would be mapped instead (the most recently pooled first), else the
+ * smallest that fits; below the arena's size, all of them mappings. */
+static void test_pool_takes_a_fitting_buffer(void **state)
+{
+    struct fixture *f = *state;
+    const size_t k = 1024;
+    unsigned char *a = NULL, *b = NULL, *c = NULL, *x = NULL;
+    size_t acap = 0, bcap = 0, ccap = 0, xcap = 0;
+    unsigned char *a_was, *c_was;
+
+    assert_int_equal(memory_map_grow(&f->d, &a, &acap, 10 * k, 64 * k), 0);
+    assert_int_equal(memory_map_grow(&f->d, &b, &bcap, 10 * k, 96 * k), 0);
+    assert_int_equal(memory_map_grow(&f->d, &c, &ccap, 10 * k, 64 * k), 0);
+    assert_int_equal(acap, 64 * k);
+    assert_int_equal(bcap, 96 * k);
+    a_was = a;
+    c_was = c;
+    memory_map_release(&f->d, &a, &acap);
+    memory_map_release(&f->d, &b, &bcap);
+    memory_map_release(&f->d, &c, &ccap);
+    assert_int_equal(f->d.batch_pool.n, 3);
+
+    /* Of the two of 64 KiB, the one pooled last; not the one of 96. */
+    assert_int_equal(memory_map_grow(&f->d, &x, &xcap, 10 * k, 64 * k), 0);
+    assert_ptr_equal(x, c_was);
+    assert_int_equal(xcap, 64 * k);
+    memory_map_release(&f->d, &x, &xcap);
+    /* None is small enough to take at once: the smallest that fits. */
+    assert_int_equal(memory_map_grow(&f->d, &x, &xcap, 60 * k, 62 * k), 0);
+    assert_int_equal(xcap, 64 * k);
+    assert_true(x == a_was || x == c_was);
+    memory_map_release(&f->d, &x, &xcap);
+    assert_int_equal(memory_map_grow(&f->d, &x, &xcap, 70 * k, 80 * k), 0);
+    assert_int_equal(xcap, 96 * k);
+    memory_map_release(&f->d, &x, &xcap);
+    assert_int_equal(f->d.batch_pool.n, 3);
+    assert_int_equal(f->d.memory_bytes, 0);
+}
+
 static void test_ids_are_unique_and_increasing(void **state)
 {
     struct fixture *f = *state;
@@ -636,6 +676,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shared_sync, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffers_return_to_pool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_takes_a_fitting_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_are_unique_and_increasing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_before_header, setup, teardown),
