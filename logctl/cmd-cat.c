@@ -186,6 +186,113 @@ static void format_when(uint64_t ns, char *when, size_t size)
     when[cached_len + 11] = '\0';
 }
 
+/* What a client record's --json object takes from its shard's header,
+ * made once per shard: the text from the opening brace up to the time's
+ * opening quote, and from its closing quote up to the position's value
+ * (null included, for a shard without a stream). A record then costs a
+ * few copies and the escaping of its payload, where the object built
+ * member by member escaped nine names and four strings of the header's
+ * again for every record. */
+struct json_shard_text {
+    bool valid;
+    struct shard_header of; /* the fields below were made from */
+    char *before_time, *after_time;
+    size_t before_len, after_len;
+};
+
+static bool same_shard_fields(const struct shard_header *a, const struct shard_header *b)
+{
+    return a->shard_id == b->shard_id && a->uid == b->uid && a->gid == b->gid &&
+           a->pid == b->pid && a->producer_len == b->producer_len &&
+           memcmp(a->producer, b->producer, a->producer_len) == 0 &&
+           memcmp(a->stream_id, b->stream_id, SHARD_STREAM_ID_SIZE) == 0;
+}
+
+/* Makes t's texts for header h; false when out of memory. */
+static bool json_shard_text_make(struct json_shard_text *t, const struct shard_header *h)
+{
+    struct json_out o;
+    char num[96], stream[LOGCTL_STREAM_TEXT_MAX];
+    const char *text;
+    size_t len;
+    bool ok;
+
+    free(t->before_time);
+    free(t->after_time);
+    memset(t, 0, sizeof(*t));
+    json_out_init(&o);
+    json_str(&o, h->producer, h->producer_len);
+    ok = json_out_peek(&o, &text, &len) == 0 &&
+         (t->before_time = malloc(len + sizeof(num) + 16)) != NULL;
+    if (ok)
+        t->before_len = (size_t)sprintf(t->before_time,
+                                        "{\"producer\":%s,\"uid\":%" PRIu32 ",\"gid\":%" PRIu32
+                                        ",\"pid\":%" PRIu32 ",\"time\":\"",
+                                        text, h->uid, h->gid, h->pid);
+    json_out_free(&o);
+    if (!ok)
+        return false;
+    if (shard_header_has_stream(h))
+        logctl_format_stream(h->stream_id, stream, sizeof(stream));
+    t->after_time = malloc(sizeof(stream) + 96);
+    if (!t->after_time) {
+        free(t->before_time);
+        t->before_time = NULL;
+        return false;
+    }
+    if (shard_header_has_stream(h))
+        t->after_len = (size_t)sprintf(t->after_time,
+                                       "\",\"shard\":\"%016" PRIx64
+                                       "\",\"stream\":\"%s\",\"position\":",
+                                       h->shard_id, stream);
+    else
+        t->after_len = (size_t)sprintf(t->after_time,
+                                       "\",\"shard\":\"%016" PRIx64
+                                       "\",\"stream\":null,\"position\":null",
+                                       h->shard_id);
+    t->of = *h;
+    t->valid = true;
+    return true;
+}
+
+/* A client's record (no syslog meaning to add) with its shard's texts:
+ * the same bytes print_json() writes member by member. */
+static int print_json_client(const struct shard_item *item, const char *when)
+{
+    static struct json_shard_text t;
+    static struct json_out o;
+    const char *text;
+    size_t len;
+    int r;
+
+    if ((!t.valid || !same_shard_fields(&t.of, item->header)) &&
+        !json_shard_text_make(&t, item->header))
+        return -ENOMEM;
+    json_out_reset(&o);
+    json_raw(&o, t.before_time, t.before_len);
+    json_raw(&o, when, strlen(when));
+    json_raw(&o, t.after_time, t.after_len);
+    if (shard_header_has_stream(item->header)) {
+        char digits[24];
+
+        json_raw(&o, digits, (size_t)snprintf(digits, sizeof(digits), "%" PRIu64,
+                                              item->position));
+    }
+    /* The one value written through the writer: the first of a fresh
+     * buffer, so no comma goes before it. */
+    json_raw(&o, ",\"payload\":", 11);
+    json_str(&o, item->payload, item->len);
+    json_raw(&o, "}\n", 2);
+    r = json_out_peek(&o, &text, &len);
+    if (r < 0) {
+        json_out_free(&o); /* a failed allocation: start afresh next time */
+        return r;
+    }
+    if (fwrite(text, 1, len, stdout) != len)
+        r = errno ? -errno : -EIO;
+    return r;
+}
+
 static int print_json(const struct shard_item *item, const struct syslog_msg *sm)
 {
     /* One buffer for every record: formatting allocates nothing once it
@@ -199,6 +306,9 @@ static int print_json(const struct shard_item *item, const struct syslog_msg *sm
     int r;
 
     format_when(item->timestamp_ns, when, sizeof(when));
+    if (item->header->source == SHARD_SOURCE_CLIENT && !sm &&
+        utf8_valid(item->payload, item->len))
+        return print_json_client(item, when);
     if (item->header->shard_id != hex_of || hex_of == UINT64_MAX) {
         snprintf(hex, sizeof(hex), "%016" PRIx64, item->header->shard_id);
         hex_of = item->header->shard_id;
