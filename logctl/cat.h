@@ -28,6 +28,16 @@ bool cat_wants_producer(const struct cat_opts *o, const char *producer);
  * standard output failed. */
 int cat_print_record(const struct cat_opts *o, const struct shard_item *item);
 
+/* The source of a shard as cat shows it: its name, or its number (in buf,
+ * of size bytes) when this logctl does not know it. */
+const char *cat_source_text(unsigned source, char *buf, size_t size);
+
+/* Prints the record as one JSON object on a line of its own (cat-json.c);
+ * sm: its syslog message, read, for a record of a syslog input, else NULL.
+ * Returns 0, or a negative errno when out of memory or standard output
+ * failed. */
+int cat_print_json(const struct shard_item *item, const struct syslog_msg *sm);
+
 /* Prints the wanted records (all of them read, none printed unless print)
  * that reader returns until it can read no further, skipping damage
  * (skip_flags as for shard_reader_skip_damage) and reporting each skip on

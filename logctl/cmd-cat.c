@@ -37,7 +37,6 @@
 
 #include "cat.h"
 #include "fileutil.h"
-#include "json.h"
 #include "logctl.h"
 #include "shard_format.h"
 #include "spool_names.h"
@@ -140,7 +139,7 @@ bool cat_wants_producer(const struct cat_opts *o, const char *producer)
 /* The source of a shard as cat shows it: its name, or its number when this
  * logctl does not know it (a later input), so that the output still says
  * the records are not a client's. */
-static const char *source_text(unsigned source, char *buf, size_t size)
+const char *cat_source_text(unsigned source, char *buf, size_t size)
 {
     const char *name = shard_source_name(source);
 
@@ -148,235 +147,6 @@ static const char *source_text(unsigned source, char *buf, size_t size)
         return name;
     snprintf(buf, size, "%u", source);
     return buf;
-}
-
-/* A record's time as --json prints it, RFC 3339 with nanoseconds. The
- * date and time of day are formatted once per second of receive time (the
- * records of a shard mostly share a second), the nanoseconds each time. */
-static void format_when(uint64_t ns, char *when, size_t size)
-{
-    static uint64_t cached_sec = UINT64_MAX;
-    static char cached[64];
-    static size_t cached_len; /* up to the '.' */
-    uint64_t sec = ns / 1000000000u, frac = ns % 1000000000u;
-
-    if (sec != cached_sec) {
-        char *dot;
-
-        if (rfc3339_format(ns, 9, cached, sizeof(cached)) < 0 ||
-            !(dot = strchr(cached, '.'))) {
-            cached_sec = UINT64_MAX;
-            snprintf(when, size, "@%" PRIu64 "ns", ns);
-            return;
-        }
-        cached_sec = sec;
-        cached_len = (size_t)(dot - cached);
-    }
-    if (size < cached_len + 12) {
-        snprintf(when, size, "@%" PRIu64 "ns", ns);
-        return;
-    }
-    memcpy(when, cached, cached_len);
-    when[cached_len] = '.';
-    for (int i = 9; i >= 1; i--) {
-        when[cached_len + (size_t)i] = (char)('0' + frac % 10);
-        frac /= 10;
-    }
-    when[cached_len + 10] = 'Z';
-    when[cached_len + 11] = '\0';
-}
-
-/* What a client record's --json object takes from its shard's header,
- * made once per shard: the text from the opening brace up to the time's
- * opening quote, and from its closing quote up to the position's value
- * (null included, for a shard without a stream). A record then costs a
- * few copies and the escaping of its payload, where the object built
- * member by member escaped nine names and four strings of the header's
- * again for every record. */
-struct json_shard_text {
-    bool valid;
-    struct shard_header of; /* the fields below were made from */
-    char *before_time, *after_time;
-    size_t before_len, after_len;
-};
-
-static bool same_shard_fields(const struct shard_header *a, const struct shard_header *b)
-{
-    return a->shard_id == b->shard_id && a->uid == b->uid && a->gid == b->gid &&
-           a->pid == b->pid && a->producer_len == b->producer_len &&
-           memcmp(a->producer, b->producer, a->producer_len) == 0 &&
-           memcmp(a->stream_id, b->stream_id, SHARD_STREAM_ID_SIZE) == 0;
-}
-
-/* Makes t's texts for header h; false when out of memory. */
-static bool json_shard_text_make(struct json_shard_text *t, const struct shard_header *h)
-{
-    struct json_out o;
-    char num[96], stream[LOGCTL_STREAM_TEXT_MAX];
-    const char *text;
-    size_t len;
-    bool ok;
-
-    free(t->before_time);
-    free(t->after_time);
-    memset(t, 0, sizeof(*t));
-    json_out_init(&o);
-    json_str(&o, h->producer, h->producer_len);
-    ok = json_out_peek(&o, &text, &len) == 0 &&
-         (t->before_time = malloc(len + sizeof(num) + 16)) != NULL;
-    if (ok)
-        t->before_len = (size_t)sprintf(t->before_time,
-                                        "{\"producer\":%s,\"uid\":%" PRIu32 ",\"gid\":%" PRIu32
-                                        ",\"pid\":%" PRIu32 ",\"time\":\"",
-                                        text, h->uid, h->gid, h->pid);
-    json_out_free(&o);
-    if (!ok)
-        return false;
-    if (shard_header_has_stream(h))
-        logctl_format_stream(h->stream_id, stream, sizeof(stream));
-    t->after_time = malloc(sizeof(stream) + 96);
-    if (!t->after_time) {
-        free(t->before_time);
-        t->before_time = NULL;
-        return false;
-    }
-    if (shard_header_has_stream(h))
-        t->after_len = (size_t)sprintf(t->after_time,
-                                       "\",\"shard\":\"%016" PRIx64
-                                       "\",\"stream\":\"%s\",\"position\":",
-                                       h->shard_id, stream);
-    else
-        t->after_len = (size_t)sprintf(t->after_time,
-                                       "\",\"shard\":\"%016" PRIx64
-                                       "\",\"stream\":null,\"position\":null",
-                                       h->shard_id);
-    t->of = *h;
-    t->valid = true;
-    return true;
-}
-
-/* A client's record (no syslog meaning to add) with its shard's texts:
- * the same bytes print_json() writes member by member. */
-static int print_json_client(const struct shard_item *item, const char *when)
-{
-    static struct json_shard_text t;
-    static struct json_out o;
-    const char *text;
-    size_t len;
-    int r;
-
-    if ((!t.valid || !same_shard_fields(&t.of, item->header)) &&
-        !json_shard_text_make(&t, item->header))
-        return -ENOMEM;
-    json_out_reset(&o);
-    json_raw(&o, t.before_time, t.before_len);
-    json_raw(&o, when, strlen(when));
-    json_raw(&o, t.after_time, t.after_len);
-    if (shard_header_has_stream(item->header)) {
-        char digits[24];
-
-        json_raw(&o, digits, (size_t)snprintf(digits, sizeof(digits), "%" PRIu64,
-                                              item->position));
-    }
-    /* The one value written through the writer: the first of a fresh
-     * buffer, so no comma goes before it. */
-    json_raw(&o, ",\"payload\":", 11);
-    json_str(&o, item->payload, item->len);
-    json_raw(&o, "}\n", 2);
-    r = json_out_peek(&o, &text, &len);
-    if (r < 0) {
-        json_out_free(&o); /* a failed allocation: start afresh next time */
-        return r;
-    }
-    if (fwrite(text, 1, len, stdout) != len)
-        r = errno ? -errno : -EIO;
-    return r;
-}
-
-static int print_json(const struct shard_item *item, const struct syslog_msg *sm)
-{
-    /* One buffer for every record: formatting allocates nothing once it
-     * has grown to the largest record. */
-    static struct json_out o;
-    static uint64_t hex_of = UINT64_MAX;
-    static char hex[17];
-    char when[64];
-    const char *text;
-    size_t len;
-    int r;
-
-    format_when(item->timestamp_ns, when, sizeof(when));
-    if (item->header->source == SHARD_SOURCE_CLIENT && !sm &&
-        utf8_valid(item->payload, item->len))
-        return print_json_client(item, when);
-    if (item->header->shard_id != hex_of || hex_of == UINT64_MAX) {
-        snprintf(hex, sizeof(hex), "%016" PRIx64, item->header->shard_id);
-        hex_of = item->header->shard_id;
-    }
-    json_out_reset(&o);
-    json_obj_begin(&o);
-    json_member_str(&o, "producer", item->header->producer);
-    json_member_u64(&o, "uid", item->header->uid);
-    json_member_u64(&o, "gid", item->header->gid);
-    json_member_u64(&o, "pid", item->header->pid);
-    json_member_str(&o, "time", when);
-    json_member_str(&o, "shard", hex);
-    /* Present in every object, null for a shard without a stream, so that
-     * a consumer sees one shape whatever version the shard has. */
-    json_key(&o, "stream");
-    if (shard_header_has_stream(item->header)) {
-        char stream[LOGCTL_STREAM_TEXT_MAX];
-
-        logctl_format_stream(item->header->stream_id, stream, sizeof(stream));
-        json_cstr(&o, stream);
-        json_member_u64(&o, "position", item->position);
-    } else {
-        json_null(&o);
-        json_key(&o, "position");
-        json_null(&o);
-    }
-    /* Only for the other inputs, so that a client's records print exactly
-     * as before version 4; within a shard of another input every object has
-     * both members. */
-    if (item->header->source != SHARD_SOURCE_CLIENT) {
-        char num[16];
-
-        json_member_str(&o, "source", source_text(item->header->source, num, sizeof(num)));
-        json_key(&o, "credentials");
-        if (item->has_creds) {
-            json_obj_begin(&o);
-            json_member_u64(&o, "pid", item->creds.pid);
-            json_member_u64(&o, "uid", item->creds.uid);
-            json_member_u64(&o, "gid", item->creds.gid);
-            json_obj_end(&o);
-        } else {
-            json_null(&o);
-        }
-    }
-    if (sm)
-        cat_syslog_json(&o, sm);
-    if (utf8_valid(item->payload, item->len)) {
-        json_key(&o, "payload");
-        json_str(&o, item->payload, item->len);
-    } else {
-        char *b64 = malloc(base64_encoded_len(item->len) + 1);
-
-        if (!b64)
-            return -ENOMEM;
-        base64_encode(item->payload, item->len, b64);
-        json_member_str(&o, "payload_base64", b64);
-        free(b64);
-    }
-    json_obj_end(&o);
-    json_raw(&o, "\n", 1);
-    r = json_out_peek(&o, &text, &len);
-    if (r < 0) {
-        json_out_free(&o); /* a failed allocation: start afresh next time */
-        return r;
-    }
-    if (fwrite(text, 1, len, stdout) != len)
-        r = errno ? -errno : -EIO;
-    return r;
 }
 
 int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
@@ -397,7 +167,7 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
         return 0;
     errno = 0;
     if (o->json)
-        return print_json(item, sm);
+        return cat_print_json(item, sm);
     if (o->meta) {
         char when[64], stream[LOGCTL_STREAM_TEXT_MAX];
 
@@ -414,7 +184,7 @@ int cat_print_record(const struct cat_opts *o, const struct shard_item *item)
         if (item->header->source != SHARD_SOURCE_CLIENT) {
             char num[16];
 
-            printf("source=%s ", source_text(item->header->source, num, sizeof(num)));
+            printf("source=%s ", cat_source_text(item->header->source, num, sizeof(num)));
             if (item->has_creds)
                 printf("pid=%" PRIu32 " uid=%" PRIu32 " gid=%" PRIu32 " ", item->creds.pid,
                        item->creds.uid, item->creds.gid);
