@@ -20,7 +20,7 @@ enum shard_report {
     SHARD_REPORT_SEALED,
 };
 
-/* ---- shard.c ---- */
+/* ---- shard-batch.c ---- */
 
 /* Grows a batch buffer for more bytes, within memory_limit_bytes. Returns
  * 0 or -ENOMEM. */
@@ -28,6 +28,17 @@ int shard__batch_reserve(struct daemon *d, struct shard_batch *b, size_t more);
 
 /* Gives a batch buffer back. */
 void shard__batch_release(struct daemon *d, struct shard_batch *b);
+
+/* A whole record was encoded at offset (from b->buf + b->head) without its
+ * CRC (shard_encode_record*_unsummed): it is summed with the next two, or
+ * by shard__batch_sum(). */
+void shard__batch_unsummed(struct shard_batch *b, size_t offset);
+
+/* Fills the CRC fields of the records still without one; before the batch
+ * is written. */
+void shard__batch_sum(struct shard_batch *b);
+
+/* ---- shard.c ---- */
 
 /* The one way up: every subscriber of the daemon, then the owner. */
 void shard__report(struct shard *s, enum shard_report what, int err);

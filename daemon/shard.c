@@ -22,7 +22,6 @@
 #include "fileutil.h"
 #include "group-sync.h"
 #include "log.h"
-#include "memory.h"
 #include "notify.h"
 #include "seal.h"
 #include "shard-internal.h"
@@ -30,47 +29,6 @@
 #include "streams.h"
 #include "spool_names.h"
 #include "stats.h"
-
-#define SHARD_BATCH_INITIAL (64u * 1024u)
-/* Up to here a batch buffer doubles; past it, it grows by a quarter, so that
- * what it holds beyond its bytes (which the session's budget pays for) stays
- * small. Both keep the copying of realloc linear in the bytes. */
-#define SHARD_BATCH_DOUBLE_MAX (1024u * 1024u)
-
-/* Batch buffers count towards the daemon's memory_limit_bytes and their
- * session's session_buffer_bytes; memory.c maps them and keeps the count. */
-int shard__batch_reserve(struct daemon *d, struct shard_batch *b, size_t more)
-{
-    size_t cap = b->cap ? b->cap : SHARD_BATCH_INITIAL;
-
-    if (b->len + more <= b->cap)
-        return 0;
-    while (cap < b->len + more)
-        cap += cap < SHARD_BATCH_DOUBLE_MAX ? cap : (cap / 4 + 0xffffu) & ~(size_t)0xffffu;
-    return memory_map_grow(d, &b->buf, &b->cap, b->len + more, cap);
-}
-
-/* An empty batch gives its memory back: an idle producer's shard holds no
- * buffer, and a burst's buffer does not stay allocated after it. */
-void shard__batch_release(struct daemon *d, struct shard_batch *b)
-{
-    memory_map_release(d, &b->buf, &b->cap);
-    b->head = 0;
-    b->len = 0;
-    b->records = 0;
-    b->n_unsummed = 0;
-}
-
-/* Fills the CRC fields the batch's last records still lack. */
-static void batch_sum(struct shard_batch *b)
-{
-    unsigned char *rec[3];
-
-    for (unsigned i = 0; i < b->n_unsummed; i++)
-        rec[i] = b->buf + b->head + b->unsummed[i];
-    shard_records_sum(rec, b->n_unsummed);
-    b->n_unsummed = 0;
-}
 
 void shard_subscribe(struct daemon *d, struct shard_subscriber *sub,
                      const struct shard_events *events, void *data)
@@ -252,13 +210,12 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     if (r < 0)
         return r;
     at = s->filling.buf + s->filling.head + s->filling.len;
-    s->filling.unsummed[s->filling.n_unsummed++] = s->filling.len;
     if (creds)
-        s->filling.len += shard_encode_record_creds_unsummed(at, rec, len, timestamp_ns, creds);
+        (void)shard_encode_record_creds_unsummed(at, rec, len, timestamp_ns, creds);
     else
-        s->filling.len += shard_encode_record_unsummed(at, rec, len, timestamp_ns);
-    if (s->filling.n_unsummed == 3)
-        batch_sum(&s->filling);
+        (void)shard_encode_record_unsummed(at, rec, len, timestamp_ns);
+    shard__batch_unsummed(&s->filling, s->filling.len);
+    s->filling.len += size;
     s->filling.records++;
     if (s->records_queued == 0)
         s->first_record_ns = timestamp_ns;
@@ -516,7 +473,7 @@ static void start_write(struct shard *s)
     struct shard_batch tmp = s->inflight;
 
     assert(s->state != SHARD_SEALING && !s->write_busy);
-    batch_sum(&s->filling);
+    shard__batch_sum(&s->filling);
     s->inflight = s->filling;
     s->filling = tmp;
     s->filling.len = 0;
