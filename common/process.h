@@ -1,5 +1,8 @@
-/* Helpers for a process that starts other programs. */
+/* Process set-up: how a parent starts other programs, and a process's own
+ * open-file limit. */
 #pragma once
+
+#include <stdint.h>
 
 /* In a forked child before exec: every signal's disposition back to the
  * default (SIGKILL and SIGSTOP aside) and an empty signal mask, as a shell
@@ -8,3 +11,12 @@
  * SIGPIPE when a user runs it would pass its tests and benchmarks.
  * Returns 0 or a negative errno. */
 int process_reset_signals(void);
+
+/* Raises this process's soft RLIMIT_NOFILE to its hard limit (to 2^20,
+ * Linux's default fs.nr_open, where the hard limit is unlimited). The
+ * kernel's soft default of 1024 exists for programs that use select();
+ * one that polls with epoll and holds a descriptor or two per client
+ * should take what the hard limit allows. The limits before and after
+ * are stored in *ret_before and *ret_now (both the same when nothing
+ * changed). Returns 0 or a negative errno (the limit then unchanged). */
+int process_raise_fd_limit(uint64_t *ret_before, uint64_t *ret_now);

@@ -27,6 +27,7 @@
 #include "budget.h"
 #include "config.h"
 #include "daemon.h"
+#include "fd-limit.h"
 #include "io.h"
 #include "listener.h"
 #include "log.h"
@@ -199,6 +200,7 @@ void lifecycle_reload(struct daemon *d, struct config *fresh)
     metrics_reconfigure(d);
     budget_reload(d);
     arm_age_timer(d);
+    fd_limit_check(&d->config);
     d->last_error[0] = '\0';
     log_info("reloaded the settings: fsync %s for new connections, max_shard_bytes %" PRIu64
              ", max_shard_age %" PRIu64 " ms",

@@ -27,6 +27,7 @@
 #include "budget.h"
 #include "config.h"
 #include "daemon.h"
+#include "fd-limit.h"
 #include "fileutil.h"
 #include "io.h"
 #include "lifecycle.h"
@@ -466,6 +467,7 @@ int main(int argc, char **argv)
         log_error("%s", err);
         return EXIT_USAGE;
     }
+    fd_limit_start(&d.config);
     r = uv_loop_init(&loop);
     if (r < 0) {
         log_error("cannot create the event loop: %s", uv_strerror(r));

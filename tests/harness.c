@@ -200,6 +200,14 @@ static void spawn_daemon(struct harness *h, const char *const *argv)
             if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
                 _exit(126);
         }
+        if (h->nofile_soft_limit) {
+            struct rlimit rl;
+            if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                _exit(126);
+            rl.rlim_cur = h->nofile_soft_limit;
+            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                _exit(126);
+        }
         setenv("NOTIFY_SOCKET", h->notify_path, 1);
         unsetenv("LISTEN_FDS");
         unsetenv("LISTEN_PID");

@@ -25,6 +25,7 @@ struct harness {
     int daemon_pidfd;
     uint64_t fsize_limit; /* RLIMIT_FSIZE for the daemon; 0: unchanged */
     uint64_t nofile_limit; /* RLIMIT_NOFILE for the daemon; 0: unchanged */
+    uint64_t nofile_soft_limit; /* its soft limit only, the hard one kept; 0: unchanged */
     /* Every sd_notify message received, in order, each followed by "\n\n". */
     char *notify_log;
     size_t notify_len;

@@ -1,7 +1,8 @@
 /* Hostile and greedy producers against the real daemon, at the door:
  * connection floods against max_producers, per-uid and access lists,
  * stalled clients (hello_timeout_ms, idle_timeout_ms), hostile names and a
- * planted symlink, the open-shard cap, and running out of descriptors.
+ * planted symlink, the open-shard cap, running out of descriptors, and a
+ * daemon started with the soft descriptor limit of a login shell.
  * Memory under a flood is test-limits-memory.c's, the largest records
  * test-limits-records.c's. */
 #include <dirent.h>
@@ -347,7 +348,49 @@ static void test_out_of_descriptors(void **state)
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     log = harness_slurp(h->log, &len);
     assert_non_null(strstr(log, "pausing accepting"));
+    /* Told at start that its limit is short, with the keys to change. */
+    assert_non_null(strstr(log, "the open-file limit (RLIMIT_NOFILE) is 40, below the"));
+    assert_non_null(strstr(log, "max_producers (1024) and max_open_shards (4096)"));
     free(log);
+}
+
+/* Started from a shell whose soft descriptor limit is small (1024 on most
+ * systems, 64 here) under a larger hard one, the daemon takes the hard
+ * limit: many more producers than the soft limit has room for each get a
+ * shard and an acknowledgement. */
+static void test_soft_fd_limit(void **state)
+{
+    enum { N = 200, SOFT = 64 };
+    struct harness *h = *state;
+    logshard *ls[N];
+    struct rlimit rl;
+    char name[32], want[96];
+
+    raise_nofile();
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    h->nofile_soft_limit = SOFT;
+    harness_start(h, NULL);
+    for (int i = 0; i < N; i++) {
+        logshard_opts o = { .socket_path = h->sock, .producer = name };
+
+        snprintf(name, sizeof(name), "soft-%d", i);
+        ls[i] = NULL;
+        assert_int_equal(logshard_connect(&ls[i], &o), 0);
+        assert_int_equal(logshard_append(ls[i], name, strlen(name)), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        int r = logshard_flush(ls[i], 30000);
+
+        if (r != 0)
+            fail_msg("producer soft-%d: %s (%s)", i, strerror(-r), logshard_error_message(ls[i]));
+    }
+    for (int i = 0; i < N; i++)
+        logshard_close(ls[i]);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), N);
+    snprintf(want, sizeof(want), "open-file limit (RLIMIT_NOFILE) raised from %d to %" PRIu64,
+             SOFT, rl.rlim_max == RLIM_INFINITY ? (uint64_t)1 << 20 : (uint64_t)rl.rlim_max);
+    assert_true(harness_log_has(h, want));
 }
 
 int main(void)
@@ -360,6 +403,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_allowed_uids, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_max_open_shards, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_out_of_descriptors, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_soft_fd_limit, harness_setup, harness_teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
