@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -29,6 +31,8 @@
 
 static volatile sig_atomic_t interrupted_by;
 static sigset_t start_mask;
+static struct rlimit start_nofile;
+static bool start_nofile_known;
 
 static void on_signal(int sig)
 {
@@ -53,6 +57,16 @@ int bench_signals_setup(void)
     return 0;
 }
 
+int bench_fd_limit_setup(void)
+{
+    uint64_t before, now;
+
+    if (getrlimit(RLIMIT_NOFILE, &start_nofile) < 0)
+        return -errno;
+    start_nofile_known = true;
+    return process_raise_fd_limit(&before, &now);
+}
+
 int bench_interrupted(void)
 {
     return interrupted_by;
@@ -68,6 +82,8 @@ int bench_child_setup(pid_t bench_pid)
 
     if (r < 0)
         return r;
+    if (start_nofile_known && setrlimit(RLIMIT_NOFILE, &start_nofile) < 0)
+        return -errno;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         return -errno;
     /* The bench may have died before the prctl took effect. */

@@ -683,6 +683,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "logshard-bench: cannot set up signal handling: %s\n", strerror(-r));
         return BENCH_EXIT_FAILURE;
     }
+    r = bench_fd_limit_setup();
+    if (r < 0)
+        fprintf(stderr, "logshard-bench: cannot raise the descriptor limit: %s\n", strerror(-r));
 
     series = calloc(c.n_policies, sizeof(*series));
     if (!series) {

@@ -31,11 +31,19 @@
  * that every wait (bench_poll) ends with -EINTR and the run cleans up. */
 int bench_signals_setup(void);
 
+/* Raises the bench's soft descriptor limit to its hard one: it holds a
+ * pidfd for each of up to thousands of producers. What it starts gets the
+ * limit the bench was started with back (bench_child_setup), so the
+ * daemon is measured with the limit a user's shell gives it. Returns 0 or
+ * a negative errno. */
+int bench_fd_limit_setup(void);
+
 /* The signal that interrupted the bench, or 0. */
 int bench_interrupted(void);
 
-/* In a forked child: process_reset_signals() (common/process.h), and SIGKILL when the
- * bench dies (a child must never outlive it). */
+/* In a forked child: process_reset_signals() (common/process.h), the soft
+ * descriptor limit the bench started with, and SIGKILL when the bench dies
+ * (a child must never outlive it). */
 int bench_child_setup(pid_t bench_pid);
 
 /* ppoll(2) until an event, the deadline (CLOCK_MONOTONIC ns, or
