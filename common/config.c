@@ -172,7 +172,7 @@ int config_init(struct config *c)
     c->fsync_interval_ms = 1000;
     c->sync_method = SYNC_METHOD_AUTO;
     c->io_backend = IO_BACKEND_AUTO;
-    c->max_producers = 1024;
+    c->max_producers = 4096;
     c->max_producers_per_uid = 0;
     c->memory_limit_bytes = 256 * MIB;
     c->max_open_shards = 4096;

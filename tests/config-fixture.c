@@ -113,7 +113,7 @@ void assert_defaults(const struct config *c)
     assert_string_equal(c->admin_socket, "/run/logshard/admin.sock");
     assert_null(c->metrics_file);
     assert_true(c->metrics_interval_ms == 15000);
-    assert_true(c->max_producers == 1024);
+    assert_true(c->max_producers == 4096);
     assert_true(c->max_producers_per_uid == 0);
     assert_true(c->memory_limit_bytes == 256 * MIB);
     assert_true(c->max_open_shards == 4096);

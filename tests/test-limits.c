@@ -350,7 +350,7 @@ static void test_out_of_descriptors(void **state)
     assert_non_null(strstr(log, "pausing accepting"));
     /* Told at start that its limit is short, with the keys to change. */
     assert_non_null(strstr(log, "the open-file limit (RLIMIT_NOFILE) is 40, below the"));
-    assert_non_null(strstr(log, "max_producers (1024) and max_open_shards (4096)"));
+    assert_non_null(strstr(log, "max_producers (4096) and max_open_shards (4096)"));
     free(log);
 }
 
