@@ -219,7 +219,8 @@ int ship_sources_new(struct ship_sources **ret);
 void ship_sources_free(struct ship_sources *s);
 /* Looks at the spool again: the active shards given (from the daemon),
  * then done/. Sources gone are dropped, new ones read (header, trailer).
- * Afterwards ship_sources_sorted() lists them by stream, then position.
+ * Afterwards ship_sources_sorted() lists them by stream, then position;
+ * after a scan that failed, and while one runs, it lists none.
  * log reports a shard that cannot be read (once). Returns 0 or a negative
  * errno when done/ cannot be read. */
 int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,

@@ -165,7 +165,11 @@ struct ship_partition *ship_streams_partitions(struct ship_streams *t)
 struct ship_sources {
     struct ship_source **v;
     size_t n, cap;
+    /* v by stream and position, as the last scan that ended left it;
+     * n_sorted is 0 while a scan runs and after one that failed, so that
+     * nothing lists sources the scan may have freed or not yet placed. */
     struct ship_source **sorted;
+    size_t n_sorted;
     /* v by shard id, open addressing; rebuilt at the end of each scan and
      * kept up by add_source, so a spool of many shards costs one lookup a
      * name, not a pass over the list. */
@@ -404,6 +408,7 @@ int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,
     size_t n;
     int r;
 
+    s->n_sorted = 0;
     for (size_t i = 0; i < s->n; i++)
         s->v[i]->seen = false;
     /* The daemon's active shards first, then done/: a shard sealed in
@@ -555,12 +560,13 @@ int ship_sources_scan(struct ship_sources *s, int spool_fd, const char *spool,
     if (s->n) /* v may still be NULL: memcpy wants a pointer even for 0 bytes */
         memcpy(s->sorted, s->v, s->n * sizeof(*s->v));
     qsort(s->sorted, s->n, sizeof(*s->sorted), entry_cmp);
+    s->n_sorted = s->n;
     return 0;
 }
 
 struct ship_source **ship_sources_sorted(struct ship_sources *s, size_t *ret_n)
 {
-    *ret_n = s->n;
+    *ret_n = s->n_sorted;
     return s->sorted;
 }
 
@@ -586,9 +592,11 @@ void ship_sources_forget(struct ship_sources *s, struct ship_source *src)
             (void)index_sources(s); /* on failure find_source finds nothing: read again */
             break;
         }
-    for (size_t i = 0; i < s->n + 1; i++)
+    for (size_t i = 0; i < s->n_sorted; i++)
         if (s->sorted[i] == src) {
-            memmove(&s->sorted[i], &s->sorted[i + 1], (s->n - i) * sizeof(*s->sorted));
+            memmove(&s->sorted[i], &s->sorted[i + 1],
+                    (s->n_sorted - i - 1) * sizeof(*s->sorted));
+            s->n_sorted--;
             break;
         }
 }
