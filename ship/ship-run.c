@@ -641,8 +641,12 @@ static int generation(struct shipper *s)
                               s->hooks);
         free(act);
         if (r < 0) {
-            ship_say(s, SHIP_LOG_ERROR, "%s/%s: cannot be read: %s", s->spool, SPOOL_DONE_DIR,
-                     strerror(-r));
+            ship_say(s, SHIP_LOG_ERROR, "%s/%s: cannot be read: %s%s", s->spool, SPOOL_DONE_DIR,
+                     strerror(-r),
+                     r == -EMFILE ? " (a follower holds a descriptor for each active shard, "
+                                    "one per connected producer: raise the hard open-file "
+                                    "limit, LimitNOFILE= or ulimit -Hn)"
+                                  : "");
             return r;
         }
         got = ship_pass(s);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +110,12 @@ void kafka_mock_stop(struct kafka_mock *m)
 
 pid_t ship_spawn(struct harness *h, const struct kafka_mock *m, const char *const *extra)
 {
+    return ship_spawn_nofile(h, m, extra, 0, 0);
+}
+
+pid_t ship_spawn_nofile(struct harness *h, const struct kafka_mock *m, const char *const *extra,
+                        uint64_t soft, uint64_t hard)
+{
     const char *argv[64] = { harness_logctl(), "ship", "--spool", h->spool, "--brokers",
                              m->brokers, "--admin-socket", h->admin_sock };
     size_t n = 8;
@@ -123,8 +130,17 @@ pid_t ship_spawn(struct harness *h, const struct kafka_mock *m, const char *cons
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
+        struct rlimit rl;
+
         if (process_reset_signals() < 0 || fd < 0 || dup2(fd, 2) < 0)
             _exit(127);
+        if ((soft || hard) && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            if (hard)
+                rl.rlim_max = hard;
+            rl.rlim_cur = soft ? soft : rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                _exit(126);
+        }
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }

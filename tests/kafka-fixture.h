@@ -32,6 +32,10 @@ void kafka_mock_stop(struct kafka_mock *m);
  * started with default signal dispositions, stderr appended to
  * <dir>/ship.log. Returns its pid. */
 pid_t ship_spawn(struct harness *h, const struct kafka_mock *m, const char *const *extra);
+/* ship_spawn, with RLIMIT_NOFILE's soft and hard limits set to these
+ * before exec (0: that one unchanged). */
+pid_t ship_spawn_nofile(struct harness *h, const struct kafka_mock *m, const char *const *extra,
+                        uint64_t soft, uint64_t hard);
 /* Waits up to timeout_ms for pid; its wait status (fails on a timeout). */
 int ship_wait(pid_t pid, int timeout_ms);
 

@@ -21,6 +21,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,6 +416,72 @@ static void test_ship_second_refused(void **state)
     free(status_path);
 }
 
+/* A follower of many connected producers, each with an active shard,
+ * started with the soft descriptor limit of a login shell (1024; 64
+ * here): it takes its hard limit and ships every record. Under a hard
+ * limit that small it stops with an error that says so, and does not
+ * crash. */
+static void test_ship_many_active_shards(void **state)
+{
+    enum { N = 200 };
+    struct ship_test *t = *state;
+    const char *follow[] = { "--topic", "many", "--follow", NULL };
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    struct shipped_cond cond = { status_path, N };
+    bool seen[N] = { false };
+    logshard *ls[N];
+    struct kafka_msg *v = NULL;
+    size_t got;
+    int status;
+    pid_t ship;
+    char *log;
+
+    kafka_mock_start(&t->m, 1);
+    harness_start(&t->h, NULL);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        logshard_opts o = { .socket_path = t->h.sock, .producer = name };
+
+        snprintf(name, sizeof(name), "many-%d", i);
+        ls[i] = NULL;
+        assert_int_equal(logshard_connect(&ls[i], &o), 0);
+        assert_int_equal(logshard_append(ls[i], name, strlen(name)), 0);
+        assert_int_equal(logshard_flush(ls[i], 30000), 0);
+    }
+
+    ship = ship_spawn_nofile(&t->h, &t->m, follow, 64, 64);
+    status = ship_wait(ship, 60000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    log = ship_log(t);
+    harness_expect_in(log, "Too many open files (a follower holds a descriptor for each active "
+                      "shard", "the follower's error under a hard limit of 64");
+    free(log);
+
+    ship = ship_spawn_nofile(&t->h, &t->m, follow, 64, 0);
+    if (!harness_wait_for(has_shipped, &cond, 60000)) {
+        log = ship_log(t);
+        fail_msg("the follower did not ship the %d active shards' records: %s", N, log);
+    }
+    kill(ship, SIGTERM);
+    status = ship_wait(ship, 30000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    got = kafka_consume(&t->m, "many", &v);
+    for (size_t i = 0; i < got; i++) {
+        int k = atoi(v[i].payload + strlen("many-"));
+
+        if (strncmp(v[i].payload, "many-", 5) != 0 || k < 0 || k >= N || seen[k])
+            fail_msg("unexpected or repeated message '%s'", v[i].payload);
+        seen[k] = true;
+    }
+    assert_int_equal(got, N);
+    kafka_msgs_free(v, got);
+    for (int i = 0; i < N; i++)
+        logshard_close(ls[i]);
+    free(status_path);
+}
+
 /* The brokers all go away while shipping: the shipper waits and says so
  * in its status, then ships everything once they are back. */
 static void test_ship_broker_outage(void **state)
@@ -732,6 +799,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ship_syslog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_kill_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_second_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_many_active_shards, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_broker_outage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_request_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ship_merge_delete, setup, teardown),
