@@ -25,7 +25,6 @@
 #include "json.h"
 #include "logctl.h"
 #include "logshard-build.h"
-#include "process.h"
 #include "ship.h"
 #include "ship_progress.h"
 
@@ -353,15 +352,6 @@ int logctl_ship(int argc, char **argv)
      * faster. Where logctl is linked with mimalloc (meson's mimalloc
      * option) glibc's malloc is not used and this changes nothing. */
     (void)mallopt(M_MXFAST, 0);
-    /* A follower holds a descriptor for each active shard it reads, one
-     * per connected producer: the soft limit of 1024 (what a login shell
-     * and systemd give) would stop it at about a thousand producers. What
-     * fails is then told where it fails (done/ cannot be read). */
-    {
-        uint64_t before, now;
-
-        (void)process_raise_fd_limit(&before, &now);
-    }
     opts.config = &c;
     opts.spool = spool;
     opts.follow = follow;

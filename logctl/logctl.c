@@ -8,6 +8,7 @@
  * "logctl: <command>:" and naming the file and the reason. */
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "json.h"
 #include "logctl.h"
 #include "logshard-build.h"
+#include "process.h"
 
 int logctl_print_json_line(const char *command, struct json_out *o)
 {
@@ -109,8 +111,18 @@ int main(int argc, char **argv)
         return LOGCTL_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(name, commands[i].name) == 0)
+        if (strcmp(name, commands[i].name) == 0) {
+            /* cat --follow and ship --follow hold a descriptor for each
+             * active shard they read, one per connected producer, and the
+             * soft limit of 1024 that a login shell and systemd give would
+             * stop them near a thousand producers. logctl polls with
+             * neither select() nor anything else that minds high
+             * descriptors, and starts no other program. */
+            uint64_t before, now;
+
+            (void)process_raise_fd_limit(&before, &now);
             return commands[i].run(argc - 1, argv + 1);
+        }
     if (name[0] == '-')
         fprintf(stderr, "logctl: unknown option '%s'\n", name);
     else

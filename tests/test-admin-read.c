@@ -16,6 +16,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -551,6 +552,65 @@ static void test_follow(void **state)
     stop_daemon(h);
 }
 
+/* cat --follow of many producers, started from a shell whose soft
+ * descriptor limit is small (1024 on most systems, 64 here): it holds a
+ * descriptor per active shard, takes its hard limit, and follows every
+ * producer. */
+static void test_follow_many(void **state)
+{
+    enum { N = 200 };
+    struct harness *h = *state;
+    const char *argv[] = { "/bin/sh", "-c", "ulimit -Sn 64 && exec \"$0\" cat --follow --spool \"$1\"",
+                           harness_logctl(), h->spool, NULL };
+    logshard *ls[N];
+    bool seen[N] = { false };
+    unsigned n_seen = 0;
+    struct child c;
+    int status;
+
+    harness_start(h, NULL);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "many-%d", i);
+        ls[i] = producer_open(h, name);
+        producer_sendf(ls[i], "before");
+        producer_flush(ls[i]);
+    }
+    child_start(&c, argv);
+    /* The child sets up its watches at some point after it starts: every
+     * producer appends round after round until each has been seen. */
+    for (int round = 0; n_seen < N; round++) {
+        if (round >= 100)
+            fail_msg("cat --follow showed %u of %d producers after 100 rounds", n_seen, N);
+        for (int i = 0; i < N; i++) {
+            if (seen[i])
+                continue;
+            producer_sendf(ls[i], "round %d of many-%d", round, i);
+            producer_flush(ls[i]);
+        }
+        while (child_read(&c, 100))
+            ;
+        for (int i = 0; i < N; i++) {
+            char needle[48];
+
+            snprintf(needle, sizeof(needle), " of many-%d\n", i);
+            if (!seen[i] && c.buf && strstr(c.buf, needle)) {
+                seen[i] = true;
+                n_seen++;
+            }
+        }
+    }
+    status = child_stop(&c, SIGINT);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_null(strstr(c.buf, "before"));
+    free(c.buf);
+    for (int i = 0; i < N; i++)
+        logshard_close(ls[i]);
+    stop_daemon(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +618,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cat_filters, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_cat_skips_shards, harness_setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow, harness_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follow_many, harness_setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
