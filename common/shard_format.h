@@ -400,6 +400,11 @@ int shard_reader_skip_damage(struct shard_reader *r, unsigned flags, struct shar
 void shard_reader_error(const struct shard_reader *r, uint64_t *ret_offset,
                         const char **ret_why);
 
+/* Whether the last error is zeros where the next item would be: space
+ * written ahead, or an item not yet written whole, rather than bytes that
+ * are wrong. */
+bool shard_reader_error_unwritten(const struct shard_reader *r);
+
 /* The number of records returned so far and the offset just past the last
  * complete item (the valid prefix so far; after a skip, where reading goes
  * on). */

@@ -657,6 +657,11 @@ void shard_reader_error(const struct shard_reader *r, uint64_t *ret_offset,
     *ret_why = r->error ? r->error_why : NULL;
 }
 
+bool shard_reader_error_unwritten(const struct shard_reader *r)
+{
+    return r->error == -ENODATA && r->error_unwritten;
+}
+
 uint64_t shard_reader_records(const struct shard_reader *r)
 {
     return r->records;

@@ -69,6 +69,8 @@ struct scan {
     bool sealed;        /* the prefix ends with a seal trailer */
     const char *why;   /* why the prefix ends before the file does (or why
                           there is no header); NULL when the file is whole */
+    bool unwritten;    /* it ends at zeros: space written ahead, or a record
+                          not written whole, nothing that was acknowledged */
 };
 
 /* A temp file name of the shard form, with its sealed name. */
@@ -234,6 +236,7 @@ static int scan_file(int fd, struct scan *ret)
         s.keep_end = shard_reader_valid_end(reader);
     } else if (r == -EBADMSG || r == -ENODATA) {
         shard_reader_error(reader, &s.keep_end, &s.why);
+        s.unwritten = shard_reader_error_unwritten(reader);
         r = 0;
     } else {
         shard_reader_free(reader);
@@ -337,8 +340,12 @@ static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
     rec->stats.files_sealed++;
     rec->stats.records_kept += s->records;
     rec->stats.bytes_cut += cut;
+    /* Zeros are the normal end of a shard the daemon was writing when it
+     * stopped (under one-flush every shard has space written ahead), so a
+     * thousand producers' worth of them after a crash are not a thousand
+     * warnings; bytes that are wrong are. */
     if (cut > 0)
-        report(rec, RECOVERY_LOG_WARNING,
+        report(rec, s->unwritten ? RECOVERY_LOG_INFO : RECOVERY_LOG_WARNING,
                "recovered active/%s into done/: %" PRIu64 " records kept, %" PRIu64
                " bytes cut (%s at offset %" PRIu64 ")",
                c->tmp_name, s->records, cut, s->why ? s->why : "unexpected bytes", s->keep_end);

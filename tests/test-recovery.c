@@ -168,6 +168,16 @@ static void test_zero_tail(void **state)
     run_recovery(f, &st);
     assert_sealed_equals(f->done_fd, "zeros.0000000000000009.shard", s.buf, whole);
     assert_stats(&st, 1, 1, 0, 0, 0, 2, 4000);
+    /* The daemon's own space written ahead: said, not warned about. */
+    {
+        char line[256];
+
+        snprintf(line, sizeof(line),
+                 "recovered active/zeros.0000000000000009.tmp into done/: 2 records kept, 4000 "
+                 "bytes cut (unwritten space (zeros) after the last record at offset %zu)",
+                 whole);
+        assert_reported(f, RECOVERY_LOG_INFO, line);
+    }
 }
 
 /* A header alone is a complete shard with no records. */
