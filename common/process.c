@@ -1,6 +1,6 @@
 /* Process set-up (process.h): the tests and the benchmark start logshardd
- * and logctl the way a shell would; the daemon and the benchmark take the
- * open-file limit they need. */
+ * and logctl the way a shell would; the daemon, logctl and the benchmark
+ * take the open-file limit they need. */
 #include "process.h"
 
 #include <errno.h>
