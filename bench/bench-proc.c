@@ -15,9 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdbool.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -31,8 +29,7 @@
 
 static volatile sig_atomic_t interrupted_by;
 static sigset_t start_mask;
-static struct rlimit start_nofile;
-static bool start_nofile_known;
+static uint64_t start_nofile; /* the soft limit the bench started with; 0: unknown */
 
 static void on_signal(int sig)
 {
@@ -59,12 +56,9 @@ int bench_signals_setup(void)
 
 int bench_fd_limit_setup(void)
 {
-    uint64_t before, now;
+    uint64_t now;
 
-    if (getrlimit(RLIMIT_NOFILE, &start_nofile) < 0)
-        return -errno;
-    start_nofile_known = true;
-    return process_raise_fd_limit(&before, &now);
+    return process_raise_fd_limit(&start_nofile, &now);
 }
 
 int bench_interrupted(void)
@@ -82,8 +76,11 @@ int bench_child_setup(pid_t bench_pid)
 
     if (r < 0)
         return r;
-    if (start_nofile_known && setrlimit(RLIMIT_NOFILE, &start_nofile) < 0)
-        return -errno;
+    if (start_nofile) {
+        r = process_set_fd_limit(start_nofile, 0);
+        if (r < 0)
+            return r;
+    }
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         return -errno;
     /* The bench may have died before the prctl took effect. */

@@ -48,3 +48,20 @@ int process_raise_fd_limit(uint64_t *ret_before, uint64_t *ret_now)
     *ret_now = (uint64_t)want;
     return 0;
 }
+
+int process_set_fd_limit(uint64_t soft, uint64_t hard)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    if (hard)
+        rl.rlim_max = (rlim_t)hard;
+    if (soft)
+        rl.rlim_cur = (rlim_t)soft;
+    else if (hard)
+        rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    return 0;
+}

@@ -20,3 +20,9 @@ int process_reset_signals(void);
  * are stored in *ret_before and *ret_now (both the same when nothing
  * changed). Returns 0 or a negative errno (the limit then unchanged). */
 int process_raise_fd_limit(uint64_t *ret_before, uint64_t *ret_now);
+
+/* Sets this process's RLIMIT_NOFILE: hard to hard and soft to soft, either
+ * left as it is when 0 (a soft limit of 0 with a new hard one takes the
+ * hard one). For a child before exec: the limit a test or the benchmark
+ * starts a program with. Returns 0 or a negative errno. */
+int process_set_fd_limit(uint64_t soft, uint64_t hard);

@@ -195,19 +195,10 @@ static void spawn_daemon(struct harness *h, const char *const *argv)
             if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
                 _exit(126);
         }
-        if (h->nofile_limit) {
-            struct rlimit rl = { .rlim_cur = h->nofile_limit, .rlim_max = h->nofile_limit };
-            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-                _exit(126);
-        }
-        if (h->nofile_soft_limit) {
-            struct rlimit rl;
-            if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-                _exit(126);
-            rl.rlim_cur = h->nofile_soft_limit;
-            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-                _exit(126);
-        }
+        if (h->nofile_limit && process_set_fd_limit(h->nofile_limit, h->nofile_limit) < 0)
+            _exit(126);
+        if (h->nofile_soft_limit && process_set_fd_limit(h->nofile_soft_limit, 0) < 0)
+            _exit(126);
         setenv("NOTIFY_SOCKET", h->notify_path, 1);
         unsetenv("LISTEN_FDS");
         unsetenv("LISTEN_PID");

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,17 +129,10 @@ pid_t ship_spawn_nofile(struct harness *h, const struct kafka_mock *m, const cha
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
-        struct rlimit rl;
-
         if (process_reset_signals() < 0 || fd < 0 || dup2(fd, 2) < 0)
             _exit(127);
-        if ((soft || hard) && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-            if (hard)
-                rl.rlim_max = hard;
-            rl.rlim_cur = soft ? soft : rl.rlim_max;
-            if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-                _exit(126);
-        }
+        if ((soft || hard) && process_set_fd_limit(soft, hard) < 0)
+            _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
