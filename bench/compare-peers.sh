@@ -28,7 +28,7 @@
 #                    workloads of your own written
 #                    P:S:N:MODE, e.g. 16:512:100000:nosync,
 #                    32:128:3000:durable or 1000:128:2000:syslog (P
-#                    producers, S-byte records with S from 64 to 8192, N per
+#                    producers, S-byte records with S from 64 to 65536, N per
 #                    producer; MODE nosync or durable: logshard through
 #                    liblogshard; syslog: every system, logshard too, fed
 #                    the same lines by peer-load, as in s8)
@@ -119,10 +119,10 @@ for w in "${WORKLOAD_LIST[@]}"; do
     if [[ $w =~ ^([0-9]+):([0-9]+):([0-9]+):(nosync|durable|syslog)$ ]] && [[ -z ${WL_P[$w]:-} ]]; then
         p=$((10#${BASH_REMATCH[1]})) s=$((10#${BASH_REMATCH[2]})) n=$((10#${BASH_REMATCH[3]}))
         # 64 B holds the syslog header and sequence number every peer
-        # record carries; above 8 KiB rsyslog's default maxMessageSize
-        # would cut the records, and the run would count as incomplete.
-        (( p >= 1 && n >= 1 && s >= 64 && s <= 8192 )) || {
-            echo "compare-peers: workload '$w': P and N must be at least 1, S from 64 to 8192" >&2
+        # record carries; the peers' message size limits are raised to fit
+        # the record (peer_max_message), up to 64 KiB.
+        (( p >= 1 && n >= 1 && s >= 64 && s <= 65536 )) || {
+            echo "compare-peers: workload '$w': P and N must be at least 1, S from 64 to 65536" >&2
             exit 2
         }
         mode=${BASH_REMATCH[4]}
@@ -310,6 +310,9 @@ declare -A LINE_BYTES
 # run_peer SYSTEM WORKLOAD N: sets R_RPS R_EL R_CPU R_RSS (records/s, elapsed
 # seconds, the daemon's CPU seconds and peak RSS in MiB). Not in a subshell:
 # DAEMON_PID and LINE_BYTES must stay set.
+# A peer's largest message in bytes for S-byte records: the record and 1 KiB
+# for the syslog header, or the peer's DEFAULT when that is larger.
+peer_max_message() { local need=$(( $1 + 1024 )); echo $(( need > $2 ? need : $2 )); }
 run_peer() {
     local sys=$1 w=$2 n=$3 p=${WL_P[$w]} s=${WL_S[$w]} mode=${WL_MODE[$w]}
     local d conf out lb key=$1/$2 i input dgram=()
@@ -331,6 +334,7 @@ run_peer() {
         sed -e "s|^@INPUT@\$|$input|" \
             -e "s|@WORKDIR@|$d/work|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
             -e "s|@CACHE@|$(( p > 10 ? p : 10 ))|g" \
+            -e "s|@MAXMSG@|$(peer_max_message "$s" 8192)|g" \
             -e "s|@SYNC@|$([[ $mode == durable ]] && echo on || echo off)|g" \
             "$HERE/rsyslog.conf.in" > "$conf"
         env --default-signal "${RSYSLOG_ENV[@]}" "$RSYSLOGD" -n -f "$conf" -i "$d/pid" \
@@ -340,6 +344,7 @@ run_peer() {
         sed -e "s|@VERSION@|$SYSLOGNG_CONFVER|g" -e "s|@SOCKET@|$d/sock|g" -e "s|@OUTDIR@|$d/out|g" \
             -e "s|@SOURCE@|$([[ $mode == dgram ]] && echo unix-dgram || echo unix-stream)|g" \
             -e "s|@FSYNC@|$([[ $mode == durable ]] && echo yes || echo no)|g" \
+            -e "s|@MAXMSG@|$(peer_max_message "$s" 65536)|g" \
             "$HERE/syslog-ng.conf.in" > "$conf"
         env --default-signal "${SYSLOGNG_ENV[@]}" "$SYSLOGNG" -F -f "$conf" -p "$d/pid" \
             -R "$d/persist" -c "$d/ctl" "${SYSLOGNG_ARGS[@]}" > "$d/daemon.log" 2>&1 &
