@@ -6,7 +6,8 @@
  * <spool>/ship/status.json.
  *
  * Exit status: 0 shipped (or stopped by SIGTERM/SIGINT), 1 failed, 2 usage
- * error, or another shipper holds the spool or fenced this one. */
+ * error, or another shipper holds the spool or fenced this one twice within
+ * 10 minutes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>

@@ -133,10 +133,7 @@ int ship_commit(struct shipper *s)
         return 0;
     }
     if (o == SHIP_FENCED) {
-        ship_say(s, SHIP_LOG_ERROR,
-                 "%s; another shipper uses the transactional.id %s: this one stops, having "
-                 "committed nothing more",
-                 err, s->txid);
+        ship_say(s, SHIP_LOG_ERROR, "%s; the transaction is not committed", err);
         return -EPERM;
     }
     if (o == SHIP_ABORT) {

@@ -15,8 +15,12 @@
  *     transaction;
  *   fatal: the producer is destroyed, a new one made (init_transactions
  *     aborts whatever the old one left open), and the progress read back;
- *   fenced: another shipper took the transactional.id over; this one
- *     stops with an error and produces nothing more.
+ *   fenced: the cluster no longer takes this producer's transactions.
+ *     Either it ended them itself (a transaction open longer than
+ *     transaction.timeout.ms, say while the cluster was out of reach), and
+ *     a new producer goes on, or another shipper took the transactional.id
+ *     over: fenced again within SHIP_FENCE_WINDOW_NS, this one stops with
+ *     an error and produces nothing more.
  *
  * What the loop hands on, acting on the same struct shipper (ship-run.h):
  * ending a transaction to ship-commit.c, reading back at the start of a
@@ -653,11 +657,8 @@ static int generation(struct shipper *s)
         if (got <= -1000) {
             enum ship_outcome o = (enum ship_outcome)(-got - 1000);
 
-            if (o == SHIP_FENCED) {
-                ship_say(s, SHIP_LOG_ERROR, "fenced: another shipper uses the transactional.id %s",
-                         s->txid);
+            if (o == SHIP_FENCED)
                 return -EPERM;
-            }
             if (o == SHIP_ABORT && s->in_txn) {
                 char err[512];
 
@@ -760,6 +761,30 @@ static int lock_spool(struct shipper *s, int *ret_fd)
     return 0;
 }
 
+/* After a fence: whether to go on with a new producer (see the top of
+ * this file). Says which, and why. */
+static bool go_on_after_fence(struct shipper *s)
+{
+    uint64_t now = now_monotonic_ns();
+    bool again = s->fenced_ns != 0 && now - s->fenced_ns < SHIP_FENCE_WINDOW_NS;
+
+    if (again) {
+        ship_say(s, SHIP_LOG_ERROR,
+                 "fenced again within %llu minutes: another shipper uses the transactional.id "
+                 "%s; this one stops, having committed nothing more",
+                 SHIP_FENCE_WINDOW_NS / 60000000000ull, s->txid);
+        return false;
+    }
+    s->fenced_ns = now;
+    ship_say(s, SHIP_LOG_WARNING,
+             "fenced: the cluster ended this producer's transactions (open past "
+             "transaction.timeout.ms), or another shipper took the transactional.id %s; a new "
+             "producer reads the progress back and goes on, and stops if fenced again within "
+             "%llu minutes",
+             s->txid, SHIP_FENCE_WINDOW_NS / 60000000000ull);
+    return true;
+}
+
 int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
 {
     struct shipper s = { .opts = opts, .hooks = hooks, .c = opts->config, .spool = opts->spool };
@@ -802,6 +827,8 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
         r = generation(&s);
         ship_kafka_free(s.k);
         s.k = NULL;
+        if (r == -EPERM && go_on_after_fence(&s))
+            r = SHIP_RESTART;
         if (r != SHIP_RESTART)
             break;
         /* Again at once after a generation that got something done; with

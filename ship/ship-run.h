@@ -11,6 +11,11 @@
 #define SHIP_BACKOFF_MAX_MS 5000
 #define SHIP_KAFKA_CALL_MS 10000 /* one transaction call, before it is tried again */
 #define SHIP_RESTART 1           /* from a generation: make a new producer */
+/* A fence this long after the last one is taken for the cluster's own doing
+ * (a transaction it ended after transaction.timeout.ms, say while the
+ * shipper could not reach it) and answered with a new producer; a second
+ * fence within it means another shipper uses the transactional.id. */
+#define SHIP_FENCE_WINDOW_NS (600ull * 1000000000ull)
 
 struct topic_count {
     char topic[SHIP_TOPIC_MAX + 1];
@@ -46,6 +51,7 @@ struct shipper {
     uint64_t status_at_ns;
     bool waiting;
     bool ready_sent;
+    uint64_t fenced_ns; /* monotonic time of the last fence, 0: none yet */
 };
 
 /* ---- the loop (ship-run.c) ---- */

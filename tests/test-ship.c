@@ -6,9 +6,9 @@
  * nothing; the brokers going away make it wait and say so; a second
  * shipper on the spool is refused (fencing by a shipper elsewhere with the
  * same transactional id is Kafka's: librdkafka 2.0.2's mock cluster gives
- * each producer a new id, so it cannot be shown here); merge --delete
- * removes only what is
- * shipped, also while both run; on_shipped = delete removes shipped shards
+ * each producer a new id, so test-ship-fence.c injects the fence); merge
+ * --delete removes only what is shipped, also while both run;
+ * on_shipped = delete removes shipped shards
  * and records their streams' positions, and so does logctl prune by the
  * same rule; librdkafka's refusal of a setting names the setting.
  *
@@ -37,37 +37,10 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "kafka-fixture.h"
+#include "ship-fixture.h"
 #include "logshard.h"
 
 #define MAX_PRODUCERS 8u
-
-struct ship_test {
-    struct harness h;
-    struct kafka_mock m;
-};
-
-static int setup(void **state)
-{
-    struct ship_test *t = calloc(1, sizeof(*t));
-
-    assert_non_null(t);
-    harness_init(&t->h);
-    *state = t;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct ship_test *t = *state;
-
-    kafka_mock_stop(&t->m);
-    if (t->h.daemon > 0)
-        (void)harness_stop(&t->h, SIGKILL, 10000);
-    harness_cleanup(&t->h);
-    free(t);
-    return 0;
-}
 
 static uint64_t env_u64(const char *name, uint64_t dflt)
 {
@@ -75,142 +48,6 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 
     return v && *v ? strtoull(v, NULL, 10) : dflt;
 }
-
-/* ---- producers: applications written against <logshard.h> ---- */
-
-static void producer_main(const char *sock, const char *name, uint64_t count)
-{
-    logshard_opts opts = { .socket_path = sock, .producer = name };
-    logshard *ls = NULL;
-    char rec[64];
-    int r = logshard_connect(&ls, &opts);
-
-    for (uint64_t i = 0; r == 0 && i < count; i++) {
-        int len = snprintf(rec, sizeof(rec), "%s %012" PRIu64, name, i);
-
-        r = logshard_append(ls, rec, (size_t)len);
-        if (r == 0 && (i + 1) % 256 == 0)
-            r = logshard_flush(ls, -1);
-    }
-    if (r == 0)
-        r = logshard_flush(ls, -1);
-    if (ls)
-        logshard_close(ls);
-    _exit(r == 0 ? 0 : 1);
-}
-
-static pid_t spawn_producer(struct harness *h, const char *name, uint64_t count)
-{
-    pid_t pid = fork();
-
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (process_reset_signals() < 0)
-            _exit(4);
-        producer_main(h->sock, name, count);
-    }
-    return pid;
-}
-
-static void wait_producers(const pid_t *pids, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        int status;
-
-        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            fail_msg("producer %u failed (status %d)", i, status);
-    }
-}
-
-static void produce(struct harness *h, const char *name, uint64_t count)
-{
-    pid_t pid = spawn_producer(h, name, count);
-
-    wait_producers(&pid, 1);
-}
-
-/* ---- what a read_committed consumer sees ---- */
-
-/* Checks topic logs.<name> for each producer: records 0 .. count - 1 of
- * it, once each, in order, with key, headers and timestamp as
- * documented. */
-static void expect_exactly_once(struct ship_test *t, char names[][32], unsigned n,
-                                uint64_t count)
-{
-    for (unsigned p = 0; p < n; p++) {
-        char topic[160], buf[128];
-        struct kafka_msg *v;
-        size_t got;
-        uint64_t next = 0, dup = 0, gaps = 0;
-
-        snprintf(topic, sizeof(topic), "logs.%s", names[p]);
-        got = kafka_consume(&t->m, topic, &v);
-        for (size_t i = 0; i < got; i++) {
-            size_t nl = strlen(names[p]);
-            uint64_t seq, pos;
-
-            if (strncmp(v[i].payload, names[p], nl) != 0 || v[i].payload[nl] != ' ')
-                fail_msg("%s: a record not of %s: '%s'", topic, names[p], v[i].payload);
-            seq = strtoull(v[i].payload + nl + 1, NULL, 10);
-            if (strcmp(v[i].key, names[p]) != 0)
-                fail_msg("%s: key '%s', expected the producer name", topic, v[i].key);
-            if (!kafka_header(&v[i], "logshard.position", buf, sizeof(buf)))
-                fail_msg("%s: no logshard.position header: %s", topic, v[i].headers);
-            pos = strtoull(buf, NULL, 10);
-            if (pos != seq)
-                fail_msg("%s: record %" PRIu64 " has position %" PRIu64, topic, seq, pos);
-            if (!kafka_header(&v[i], "logshard.producer", buf, sizeof(buf)) ||
-                strcmp(buf, names[p]) != 0 ||
-                !kafka_header(&v[i], "logshard.stream", buf, sizeof(buf)) || strlen(buf) != 32 ||
-                !kafka_header(&v[i], "logshard.uid", buf, sizeof(buf)) ||
-                !kafka_header(&v[i], "logshard.pid", buf, sizeof(buf)) ||
-                !kafka_header(&v[i], "logshard.shard", buf, sizeof(buf)))
-                fail_msg("%s: headers missing or wrong: %s", topic, v[i].headers);
-            if (v[i].timestamp_ms < 1700000000000ll)
-                fail_msg("%s: timestamp %" PRId64 " is not the receive time", topic,
-                         v[i].timestamp_ms);
-            if (seq < next)
-                dup++;
-            else if (seq > next)
-                gaps++;
-            if (seq >= next)
-                next = seq + 1;
-        }
-        kafka_msgs_free(v, got);
-        print_message("%s: %zu messages, next %" PRIu64 ", %" PRIu64 " duplicates, %" PRIu64
-                      " gaps\n",
-                      topic, got, next, dup, gaps);
-        if (dup || gaps || next != count || got != count)
-            fail_msg("%s: %zu messages for %" PRIu64 " records: %" PRIu64
-                     " duplicated, %" PRIu64 " gaps, ends at %" PRIu64,
-                     topic, got, count, dup, gaps, next);
-    }
-}
-
-static char *ship_log(struct ship_test *t)
-{
-    char *path = harness_path(t->h.dir, "ship.log");
-    size_t len;
-    char *text;
-
-    if (access(path, F_OK) != 0) {
-        free(path);
-        return strdup("");
-    }
-    text = harness_slurp(path, &len);
-    free(path);
-    return text;
-}
-
-static int run_ship(struct ship_test *t, const char *const *extra)
-{
-    int status = ship_wait(ship_spawn(&t->h, &t->m, extra), 120000);
-
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static const char *const logs_topic[] = { "--topic", "logs.{producer}", NULL };
 
 /* ---- the tests ---- */
 
@@ -353,40 +190,6 @@ static void test_ship_kill_rounds(void **state)
     harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
     assert_int_equal(run_ship(t, logs_topic), 0);
     expect_exactly_once(t, names, 4, count);
-}
-
-/* A figure of the running shipper's status file; -1 when it has none. */
-static int64_t status_figure(const char *path, const char *key)
-{
-    char buf[8192], needle[64];
-    const char *at;
-    ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    snprintf(needle, sizeof(needle), "\"%s\":", key);
-    at = strstr(buf, needle);
-    return at ? strtoll(at + strlen(needle), NULL, 10) : -1;
-}
-
-struct shipped_cond {
-    const char *path;
-    int64_t records;
-};
-
-/* The follower has committed at least that many records and has no lag. */
-static bool has_shipped(void *arg)
-{
-    struct shipped_cond *c = arg;
-
-    return status_figure(c->path, "records_shipped") >= c->records &&
-           status_figure(c->path, "lag_records") == 0;
 }
 
 /* A second shipper on the same spool is refused at once, naming the
@@ -795,17 +598,28 @@ static void test_ship_bad_settings(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_ship_sealed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_syslog, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_kill_rounds, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_second_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_many_active_shards, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_broker_outage, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_request_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_merge_delete, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_on_shipped_delete, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_then_prune, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ship_bad_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ship_sealed, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_syslog, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_kill_rounds, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_second_refused, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_many_active_shards, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_broker_outage, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_request_errors, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_merge_delete, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_on_shipped_delete, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_then_prune, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_bad_settings, ship_test_setup,
+                                        ship_test_teardown),
     };
 
     harness_seed_rng();

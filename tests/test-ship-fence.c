@@ -1,0 +1,145 @@
+/* logctl ship fenced by the cluster. Kafka fences a transactional producer
+ * when another one takes its transactional.id, and also when the cluster
+ * itself ended a transaction left open past transaction.timeout.ms (it
+ * bumps the producer's epoch), as after an outage longer than that. The
+ * mock cluster does neither on its own, so the fence is injected: the
+ * broker's answer to EndTxn or InitProducerId is PRODUCER_FENCED, the
+ * answer either cause gives.
+ *
+ * Fenced once, the shipper goes on with a new producer, and nothing is
+ * lost or shipped twice; fenced again within 10 minutes it takes the
+ * transactional.id for another shipper's and stops with exit status 2
+ * (logshard-ship.service does not restart on 2), and a later run ships the
+ * rest, exactly once.
+ *
+ * LOGSHARD_TEST_FILTER=<test name> runs one test alone. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "ship-fixture.h"
+
+static const char *const follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
+
+/* Starts the mock, the daemon and a follower that has shipped the first
+ * producer's 1000 records. Returns the follower's pid. */
+static pid_t start_caught_up(struct ship_test *t, char *status_path)
+{
+    struct harness_file_needle caught_up = { status_path, "\"lag_records\":0," };
+    pid_t ship;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    produce(&t->h, "first", 1000);
+    ship = ship_spawn(&t->h, &t->m, follow);
+    assert_true(harness_wait_for(harness_file_has, &caught_up, 60000));
+    return ship;
+}
+
+/* One fence: the follower makes a new producer, reads the progress back
+ * and goes on shipping what comes after; nothing is lost or twice. */
+static void test_ship_fenced_once(void **state)
+{
+    struct ship_test *t = *state;
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    char *log_path = harness_path(t->h.dir, "ship.log");
+    struct harness_file_needle went_on = { log_path, "a new producer reads the progress back" };
+    /* The third producer's records all come after the fence: only a
+     * follower that went on ships them. */
+    struct shipped_cond after = { status_path, 1000 + 2000 };
+    pid_t ship = start_caught_up(t, status_path), pid;
+    int status;
+    char *log;
+
+    kafka_mock_command(&t->m, "errors EndTxn 1 PRODUCER_FENCED");
+    pid = spawn_producer(&t->h, "second", 5000);
+    wait_producers(&pid, 1);
+    if (!harness_wait_for(harness_file_has, &went_on, 60000)) {
+        log = ship_log(t);
+        fail_msg("no fence, or the follower did not go on after it: %s", log);
+    }
+    pid = spawn_producer(&t->h, "third", 2000);
+    wait_producers(&pid, 1);
+    if (!harness_wait_for(has_shipped, &after, 120000)) {
+        log = ship_log(t);
+        fail_msg("the follower did not ship the records after the fence within 120 s: %s",
+                 log);
+    }
+    kill(ship, SIGTERM);
+    status = ship_wait(ship, 60000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    log = ship_log(t);
+    harness_expect_in(log, "fenced by a newer instance (_FENCED)",
+                      "the broker's fence, as librdkafka reports it");
+    if (strstr(log, "this one stops"))
+        fail_msg("the shipper stopped after one fence: %s", log);
+    free(log);
+    /* The rest, whatever the follower had not committed, by a run after
+     * the daemon sealed every shard. */
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    {
+        char names[3][32] = { "first", "second", "third" };
+        uint64_t counts[3] = { 1000, 5000, 2000 };
+
+        for (int i = 0; i < 3; i++)
+            expect_exactly_once(t, &names[i], 1, counts[i]);
+    }
+    free(log_path);
+    free(status_path);
+}
+
+/* Fenced, and the new producer fenced at once too: another shipper has
+ * the transactional.id. The follower stops with 2, committing nothing
+ * more; a run after it ships the rest, exactly once. */
+static void test_ship_fenced_twice(void **state)
+{
+    struct ship_test *t = *state;
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    pid_t ship = start_caught_up(t, status_path), pid;
+    int status;
+    char *log;
+
+    kafka_mock_command(&t->m, "errors EndTxn 1 PRODUCER_FENCED");
+    kafka_mock_command(&t->m, "errors InitProducerId 1 PRODUCER_FENCED");
+    pid = spawn_producer(&t->h, "second", 3000);
+    wait_producers(&pid, 1);
+    status = ship_wait(ship, 120000);
+    log = ship_log(t);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
+        fail_msg("fenced twice, the follower did not exit 2 (status %d): %s", status, log);
+    harness_expect_in(log, "fenced again within 10 minutes: another shipper uses the "
+                           "transactional.id",
+                      "why the shipper stops");
+    free(log);
+    assert_int_equal(run_ship(t, logs_topic), 0);
+    {
+        char one[1][32] = { "first" }, two[1][32] = { "second" };
+
+        expect_exactly_once(t, one, 1, 1000);
+        expect_exactly_once(t, two, 1, 3000);
+    }
+    free(status_path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ship_fenced_once, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_fenced_twice, ship_test_setup,
+                                        ship_test_teardown),
+    };
+
+    harness_seed_rng();
+    if (getenv("LOGSHARD_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("LOGSHARD_TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
