@@ -107,8 +107,41 @@ static rd_kafka_t *new_consumer(const struct config *c, const char *txid, char *
     return rk;
 }
 
+/* Whether the cluster lists partition of topic now: 1 yes, 0 no (the topic
+ * or the partition is not there), -EAGAIN when it cannot tell. */
+static int partition_listed(rd_kafka_t *rk, const char *topic, int32_t partition, int timeout_ms)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int r = -EAGAIN;
+
+    if (!rkt)
+        return -EAGAIN;
+    if (rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md->topic_cnt == 1) {
+        const struct rd_kafka_metadata_topic *t = &md->topics[0];
+
+        if (t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+            r = 0;
+        else if (t->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            for (int i = r = 0; i < t->partition_cnt; i++)
+                if (t->partitions[i].id == partition)
+                    r = 1;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return r;
+}
+
 /* Reads every partition of list from its offset to its end; progress
- * tells which handler gets the messages. */
+ * tells which handler gets the messages. A partition ends at its end
+ * (read_committed: the last stable offset), or when the cluster says it
+ * does not exist; a broker may say so for a while of a partition that
+ * does (its metadata behind), so that is believed only once the
+ * cluster's metadata agrees, and otherwise the read-back is tried again:
+ * taken for an end, it would leave records of ours unseen, and they would
+ * be produced twice. */
 static int read_to_end(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list, bool progress,
                        const char *txid, const struct ship_readback_sink *sink, int timeout_ms,
                        char *err, size_t err_len)
@@ -146,9 +179,20 @@ static int read_to_end(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list, bo
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF ||
             m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
             m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
-            for (int i = 0; m->rkt && i < list->cnt; i++)
+            const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : NULL;
+
+            if (topic && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+                partition_listed(rk, topic, m->partition, 5000) != 0) {
+                snprintf(err, err_len,
+                         "reading back %s [%" PRId32 "]: %s, though the cluster lists it",
+                         topic, m->partition, rd_kafka_err2str(m->err));
+                rd_kafka_message_destroy(m);
+                r = -EAGAIN;
+                break;
+            }
+            for (int i = 0; topic && i < list->cnt; i++)
                 if (!ended[i] && list->elems[i].partition == m->partition &&
-                    strcmp(list->elems[i].topic, rd_kafka_topic_name(m->rkt)) == 0) {
+                    strcmp(list->elems[i].topic, topic) == 0) {
                     ended[i] = true;
                     left--;
                 }

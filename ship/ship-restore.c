@@ -3,14 +3,18 @@
  * (read_committed: progress messages, start markers, then records) is put
  * into the stream table and the partitions, so that nothing a
  * read_committed consumer already sees is produced again; the read-back is
- * tried again while the cluster cannot be read, and what it found is then
- * stored as the spool's copy of the progress. */
+ * tried again while the cluster cannot be read, or while it answers with
+ * less than the spool's copy of the progress says is committed, and what
+ * it found is then stored as that copy. */
 #include "ship-run.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ship_progress.h"
 
 #define READBACK_MS 30000
 
@@ -76,25 +80,53 @@ static void rb_record(void *arg, const uint8_t id[SHARD_STREAM_ID_SIZE], uint64_
         p->last_offset = offset;
 }
 
-int ship_restore(struct shipper *s)
+/* The spool's copy of the progress (written only after a commit, so never
+ * ahead of Kafka) against what the read-back found: a stream the copy has
+ * further than the read-back means the cluster's answer was incomplete,
+ * and the records between would be produced twice. Returns 0, or -EAGAIN
+ * with err saying which stream. */
+static int check_spool_copy(struct shipper *s, char *err, size_t err_len)
 {
-    struct ship_readback_sink sink = { rb_stream, rb_start, rb_record, s };
+    struct positions_entry *v = NULL;
+    const char *why = NULL;
+    size_t n = 0;
+    int r = ship_progress_load(s->spool_fd, &v, &n, &why);
+
+    if (r < 0)
+        return 0; /* none, or damaged: nothing to hold the read-back to */
+    for (size_t i = 0; i < n && r == 0; i++) {
+        struct ship_stream *st = ship_streams_get(s->streams, v[i].stream_id, false);
+        uint64_t found = st ? st->committed : 0;
+        char hex[33];
+
+        if (found >= v[i].next_position)
+            continue;
+        ship_stream_id_format(hex, v[i].stream_id);
+        snprintf(err, err_len,
+                 "the cluster's progress has stream %s%s%s at position %" PRIu64
+                 ", but %s/%s/%s, written after each commit, has it at %" PRIu64
+                 ": the read-back is incomplete (if the cluster lost those records, or this "
+                 "spool now ships to another cluster, remove that file to ship them again)",
+                 hex, st && st->producer[0] ? " of producer " : "", st ? st->producer : "", found,
+                 s->spool, SHIP_DIR, SHIP_PROGRESS_FILE, v[i].next_position);
+        r = -EAGAIN;
+    }
+    free(v);
+    return r;
+}
+
+/* One read-back: the progress topic, then each partition of ours from past
+ * its last progress. Returns 0, -EAGAIN (err says why) or another negative
+ * errno. */
+static int read_back(struct shipper *s, struct ship_readback_sink *sink, char *err,
+                     size_t err_len)
+{
     struct ship_read_range *ranges = NULL;
     size_t n = 0, cap = 0;
-    char err[512];
-    int backoff = SHIP_BACKOFF_MIN_MS, r;
+    int r = ship_readback_progress(s->c, s->txid, sink, READBACK_MS, err, err_len);
 
-    for (;;) {
-        r = ship_readback_progress(s->c, s->txid, &sink, READBACK_MS, err, sizeof(err));
-        if (r != -EAGAIN)
-            break;
-        if (ship_wait_to_retry(s, &backoff, err, false) < 0)
-            return -ECANCELED;
-    }
-    if (r < 0) {
-        ship_say(s, SHIP_LOG_ERROR, "%s", err);
+    if (r < 0)
         return r;
-    }
     for (struct ship_partition *p = ship_streams_partitions(s->streams); p; p = p->next_in_list) {
         int64_t from = p->last_offset >= 0 ? p->last_offset + 1 : p->start;
 
@@ -114,17 +146,26 @@ int ship_restore(struct shipper *s)
         ranges[n].offset = from;
         n++;
     }
-    backoff = SHIP_BACKOFF_MIN_MS;
+    r = ship_readback_ranges(s->c, s->txid, ranges, n, sink, READBACK_MS, err, err_len);
+    free(ranges);
+    return r < 0 ? r : check_spool_copy(s, err, err_len);
+}
+
+int ship_restore(struct shipper *s)
+{
+    struct ship_readback_sink sink = { rb_stream, rb_start, rb_record, s };
+    char err[512];
+    int backoff = SHIP_BACKOFF_MIN_MS, r;
+
+    /* Again, with backoff, while the cluster cannot be read whole; each
+     * read-back only adds to what the last one found. */
     for (;;) {
-        r = ship_readback_ranges(s->c, s->txid, ranges, n, &sink, READBACK_MS, err, sizeof(err));
+        r = read_back(s, &sink, err, sizeof(err));
         if (r != -EAGAIN)
             break;
-        if (ship_wait_to_retry(s, &backoff, err, false) < 0) {
-            free(ranges);
+        if (ship_wait_to_retry(s, &backoff, err, false) < 0)
             return -ECANCELED;
-        }
     }
-    free(ranges);
     if (r < 0) {
         ship_say(s, SHIP_LOG_ERROR, "%s", err);
         return r;
