@@ -106,7 +106,8 @@ static int check_spool_copy(struct shipper *s, char *err, size_t err_len)
                  "the cluster's progress has stream %s%s%s at position %" PRIu64
                  ", but %s/%s/%s, written after each commit, has it at %" PRIu64
                  ": the read-back is incomplete (if the cluster lost those records, or this "
-                 "spool now ships to another cluster, remove that file to ship them again)",
+                 "spool now ships to another cluster, progress topic or transactional.id, "
+                 "remove that file to ship them again)",
                  hex, st && st->producer[0] ? " of producer " : "", st ? st->producer : "", found,
                  s->spool, SHIP_DIR, SHIP_PROGRESS_FILE, v[i].next_position);
         r = -EAGAIN;
