@@ -3,9 +3,9 @@
  * (read_committed: progress messages, start markers, then records) is put
  * into the stream table and the partitions, so that nothing a
  * read_committed consumer already sees is produced again; the read-back is
- * tried again while the cluster cannot be read, or while it answers with
- * less than the spool's copy of the progress says is committed, and what
- * it found is then stored as that copy. */
+ * tried again while the cluster cannot be read, or for a while when it
+ * answers with less than the spool's copy of the progress says is
+ * committed, and what it found is then stored as that copy. */
 #include "ship-run.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileutil.h"
 #include "ship_progress.h"
 
 #define READBACK_MS 30000
@@ -83,8 +84,8 @@ static void rb_record(void *arg, const uint8_t id[SHARD_STREAM_ID_SIZE], uint64_
 /* The spool's copy of the progress (written only after a commit, so never
  * ahead of Kafka) against what the read-back found: a stream the copy has
  * further than the read-back means the cluster's answer was incomplete,
- * and the records between would be produced twice. Returns 0, or -EAGAIN
- * with err saying which stream. */
+ * and the records between would be produced twice, or that the cluster no
+ * longer has them. Returns 0, or -ERANGE with err saying which stream. */
 static int check_spool_copy(struct shipper *s, char *err, size_t err_len)
 {
     struct positions_entry *v = NULL;
@@ -104,13 +105,10 @@ static int check_spool_copy(struct shipper *s, char *err, size_t err_len)
         ship_stream_id_format(hex, v[i].stream_id);
         snprintf(err, err_len,
                  "the cluster's progress has stream %s%s%s at position %" PRIu64
-                 ", but %s/%s/%s, written after each commit, has it at %" PRIu64
-                 ": the read-back is incomplete (if the cluster lost those records, or this "
-                 "spool now ships to another cluster, progress topic or transactional.id, "
-                 "remove that file to ship them again)",
+                 ", but %s/%s/%s, written after each commit, has it at %" PRIu64,
                  hex, st && st->producer[0] ? " of producer " : "", st ? st->producer : "", found,
                  s->spool, SHIP_DIR, SHIP_PROGRESS_FILE, v[i].next_position);
-        r = -EAGAIN;
+        r = -ERANGE;
     }
     free(v);
     return r;
@@ -149,19 +147,44 @@ static int read_back(struct shipper *s, struct ship_readback_sink *sink, char *e
     }
     r = ship_readback_ranges(s->c, s->txid, ranges, n, sink, READBACK_MS, err, err_len);
     free(ranges);
-    return r < 0 ? r : check_spool_copy(s, err, err_len);
+    return r;
 }
 
 int ship_restore(struct shipper *s)
 {
     struct ship_readback_sink sink = { rb_stream, rb_start, rb_record, s };
-    char err[512];
+    char err[512], why[600];
+    uint64_t behind_since = 0;
     int backoff = SHIP_BACKOFF_MIN_MS, r;
 
-    /* Again, with backoff, while the cluster cannot be read whole; each
-     * read-back only adds to what the last one found. */
+    /* Again, with backoff, while the cluster cannot be read whole, or has
+     * less than the spool's copy; each read-back only adds to what the
+     * last one found. */
     for (;;) {
         r = read_back(s, &sink, err, sizeof(err));
+        if (r == 0)
+            r = check_spool_copy(s, err, sizeof(err));
+        if (r == -ERANGE) {
+            uint64_t now = now_monotonic_ns();
+
+            if (!behind_since)
+                behind_since = now;
+            if (now - behind_since >= SHIP_BEHIND_SPOOL_NS) {
+                /* Not a read-back that lags: the cluster has lost them,
+                 * or the spool now ships elsewhere. Kafka is the truth. */
+                ship_say(s, SHIP_LOG_WARNING,
+                         "%s; the cluster has said so for %llu s: its answer is taken, and "
+                         "what it lacks is shipped again",
+                         err, SHIP_BEHIND_SPOOL_NS / 1000000000ull);
+                r = 0;
+                break;
+            }
+            snprintf(why, sizeof(why), "%s: read back again for up to %llu s", err,
+                     SHIP_BEHIND_SPOOL_NS / 1000000000ull);
+            if (ship_wait_to_retry(s, &backoff, why, false) < 0)
+                return -ECANCELED;
+            continue;
+        }
         if (r != -EAGAIN)
             break;
         if (ship_wait_to_retry(s, &backoff, err, false) < 0)

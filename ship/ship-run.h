@@ -16,6 +16,11 @@
  * shipper could not reach it) and answered with a new producer; a second
  * fence within it means another shipper uses the transactional.id. */
 #define SHIP_FENCE_WINDOW_NS (600ull * 1000000000ull)
+/* How long a read-back that finds less than the spool's copy of the
+ * progress is tried again (a broker whose metadata lags catches up within
+ * it) before the cluster's answer is taken (it lost those records, or the
+ * spool ships elsewhere now) and what it lacks is shipped again. */
+#define SHIP_BEHIND_SPOOL_NS (60ull * 1000000000ull)
 
 struct topic_count {
     char topic[SHIP_TOPIC_MAX + 1];
