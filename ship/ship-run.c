@@ -761,6 +761,27 @@ static int lock_spool(struct shipper *s, int *ret_fd)
     return 0;
 }
 
+/* From its first start on, a spool counts as shipped: logctl merge --delete
+ * and logctl prune keep what its progress file does not show shipped. The
+ * file is written at once, empty, so that this holds also while the first
+ * shipper still waits for the cluster; written only after the first
+ * commit, a merge --delete in that wait took the spool for one nobody
+ * ships, and deleted what was not shipped yet. */
+static int mark_spool_shipped(struct shipper *s)
+{
+    struct positions_entry none;
+    int r;
+
+    if (faccessat(s->spool_fd, SHIP_DIR "/" SHIP_PROGRESS_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+        errno != ENOENT)
+        return 0; /* there (a damaged one is said when it is read) */
+    r = ship_progress_store(s->spool_fd, &none, 0);
+    if (r < 0)
+        ship_say(s, SHIP_LOG_ERROR, "%s/%s/%s: cannot be written: %s", s->spool, SHIP_DIR,
+                 SHIP_PROGRESS_FILE, strerror(-r));
+    return r;
+}
+
 /* After a fence: whether to go on with a new producer (see the top of
  * this file). Says which, and why. */
 static bool go_on_after_fence(struct shipper *s)
@@ -811,7 +832,10 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
             ship_say(&s, SHIP_LOG_ERROR, "%s/%s/%s: cannot read or make the transactional.id: %s",
                      opts->spool, SHIP_DIR, SHIP_ID_FILE, strerror(-r));
     }
+    if (r == 0)
+        r = mark_spool_shipped(&s);
     if (r < 0) {
+        free(s.txid);
         (void)close(s.spool_fd);
         return r;
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +122,8 @@ pid_t ship_spawn_nofile(struct harness *h, const struct kafka_mock *m, const cha
     char *log = harness_path(h->dir, "ship.log");
     pid_t pid;
 
+    pid_t parent = getpid();
+
     for (; extra && *extra && n + 1 < 64; extra++)
         argv[n++] = *extra;
     argv[n] = NULL;
@@ -129,6 +132,11 @@ pid_t ship_spawn_nofile(struct harness *h, const struct kafka_mock *m, const cha
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
+        /* Killed with the test: a shipper a failed test left waiting for
+         * a cluster that is gone would hold the test's output open, and
+         * meson would wait for it until the suite's timeout. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+            _exit(125);
         if (process_reset_signals() < 0 || fd < 0 || dup2(fd, 2) < 0)
             _exit(127);
         if ((soft || hard) && process_set_fd_limit(soft, hard) < 0)

@@ -444,6 +444,44 @@ static char *cat_merged_and_done(struct harness *h, size_t *ret_len)
     return text;
 }
 
+/* A merge --delete while the first shipper of a spool still waits for the
+ * cluster at its start: the spool already counts as shipped, so the merge
+ * leaves the shard that is not shipped, and the shipper ships it whole
+ * once the brokers are back. */
+static void test_ship_merge_while_starting(void **state)
+{
+    struct ship_test *t = *state;
+    char names[1][32] = { "early" };
+    char *log_path = harness_path(t->h.dir, "ship.log");
+    struct harness_file_needle waiting = { log_path, "waiting for the brokers" };
+    struct harness_run r;
+    pid_t ship;
+    int status;
+
+    kafka_mock_start(&t->m, 1);
+    harness_start(&t->h, NULL);
+    produce(&t->h, names[0], 2000);
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+    kafka_mock_command(&t->m, "down -1");
+    ship = ship_spawn(&t->h, &t->m, logs_topic);
+    if (!harness_wait_for(harness_file_has, &waiting, 60000)) {
+        char *log = ship_log(t);
+
+        fail_msg("the shipper did not say it waits for the brokers: %s", log);
+    }
+    r = harness_run_logctl(&t->h, "merge", "--spool", t->h.spool, "--delete", NULL);
+    harness_expect_code(&r, 0, "merge --delete while the shipper starts");
+    harness_expect_in(r.out, "1 shard not yet shipped", "merge's note of what it left");
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(&t->h, "done", ".shard"), 1);
+    kafka_mock_command(&t->m, "up -1");
+    status = ship_wait(ship, 120000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_exactly_once(t, names, 1, 2000);
+    free(log_path);
+}
+
 /* merge --delete on a shipped spool merges only shipped shards, and says
  * how many it left; merge and ship racing delete nothing unshipped. */
 static void test_ship_merge_delete(void **state)
@@ -613,6 +651,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ship_request_errors, ship_test_setup,
                                         ship_test_teardown),
         cmocka_unit_test_setup_teardown(test_ship_merge_delete, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_merge_while_starting, ship_test_setup,
                                         ship_test_teardown),
         cmocka_unit_test_setup_teardown(test_ship_on_shipped_delete, ship_test_setup,
                                         ship_test_teardown),
