@@ -83,7 +83,9 @@ struct line_reader {
 static int next_line(struct line_reader *lr, const char **ret_line, size_t *ret_len)
 {
     for (;;) {
-        char *nl = memchr(lr->buf + lr->start, '\n', lr->end - lr->start);
+        /* Nothing buffered yet: no buffer either, and memchr must not see NULL. */
+        char *nl = lr->end > lr->start ? memchr(lr->buf + lr->start, '\n', lr->end - lr->start)
+                                       : NULL;
         ssize_t n;
 
         if (nl || (lr->eof && lr->end > lr->start)) {
