@@ -144,12 +144,33 @@ LOGSHARD_EXPORT int logshard_connect(logshard **out, const logshard_opts *opts)
     return logshard_connect_sized(out, opts, LOGSHARD_OPTS_SIZE_1);
 }
 
+/* Whether the first handshake's failure r means the daemon went away
+ * while it took us, so that the next one is worth waiting for within the
+ * handshake time. A daemon that is stopping (a restart) says so before
+ * WELCOME; one that dies (a crash, a SIGKILL) hangs up without a word.
+ * Once either happened, finding no daemon (ENOENT, ECONNREFUSED) means it
+ * is not back yet, not that there is none: a daemon without a socket unit
+ * needs a moment to listen again. With LOGSHARD_NO_RECONNECT a hang-up is
+ * returned at once. *away_error keeps the latest sign of going away, which
+ * is what the caller learns if no daemon comes back in time. */
+static bool daemon_went_away(const logshard *ls, int r, int *away_error)
+{
+    if (r == -ESHUTDOWN && ls->error_origin == LOGSHARD_ORIGIN_DAEMON)
+        *away_error = r;
+    else if (r == -ECONNRESET && ls->reconnect)
+        *away_error = r;
+    else if (!(*away_error && (r == -ENOENT || r == -ECONNREFUSED)))
+        return false;
+    return true;
+}
+
 LOGSHARD_EXPORT int logshard_connect_sized(logshard **out, const logshard_opts *opts,
                                            size_t opts_size)
 {
     logshard_opts o;
     const char *path;
     uint64_t deadline;
+    int away_error = 0; /* how the daemon went away, once it did */
     logshard *ls;
     int r;
 
@@ -207,12 +228,12 @@ LOGSHARD_EXPORT int logshard_connect_sized(logshard **out, const logshard_opts *
         r = logshard__handshake(ls, WIRE_PROTOCOL_V2, deadline);
         if (r == -EPROTONOSUPPORT && ls->error_origin == LOGSHARD_ORIGIN_DAEMON)
             r = logshard__handshake(ls, WIRE_PROTOCOL_V1, deadline);
-        /* A daemon that is stopping (a restart) says so before WELCOME;
-         * the next one, which a socket unit starts on the same socket, is
-         * worth waiting for within the handshake time. */
-        if (r != -ESHUTDOWN || ls->error_origin != LOGSHARD_ORIGIN_DAEMON ||
-            logshard__now_ns() + (uint64_t)backoff_ms * NSEC_PER_MSEC >= deadline)
+        if (!daemon_went_away(ls, r, &away_error))
             break;
+        if (logshard__now_ns() + (uint64_t)backoff_ms * NSEC_PER_MSEC >= deadline) {
+            r = away_error; /* not "no daemon here": one was, and did not come back */
+            break;
+        }
         while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
             ;
     }

@@ -138,8 +138,10 @@ typedef struct logshard_opts {
  * accept it (at most 30 seconds). The handle is a new stream with a random
  * id (protocol version 2); a daemon that answers EPROTONOSUPPORT (it speaks
  * only version 1) is asked again in version 1, and the handle then cannot
- * resume. Only later connections are retried: every failure of this first
- * one is returned.
+ * resume. A daemon that goes away while it takes this first connection (it
+ * says it is stopping, or it dies and hangs up) is waited for within the
+ * 30 seconds, connecting again with a backoff; every other failure of this
+ * first connection is returned at once.
  * opts may be NULL for all defaults. On success *out is a new handle that the
  * caller releases with logshard_close(); on failure *out is untouched.
  * Returns 0, or:
@@ -156,7 +158,9 @@ typedef struct logshard_opts {
  *   refused the producer (its message is not available: there is no
  *   handle to ask), such as -EUSERS (max_producers reached) or -EACCES
  *   (not on the daemon's access lists);
- *   -ECONNRESET the daemon closed the connection without answering;
+ *   -ECONNRESET the daemon closed the connection without answering (with
+ *              LOGSHARD_NO_RECONNECT at once; otherwise when no daemon
+ *              took the producer within the 30 seconds);
  *   -ESHUTDOWN the daemon was stopping when it took the connection (a
  *              restart) and none took its place within the 30 seconds;
  *              until then the library connects again by itself, so a

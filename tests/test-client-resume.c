@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scripted-peer.h"
@@ -358,6 +359,61 @@ static void test_stopping_at_connect(void **state)
     assert_int_equal(p->nhellos, 2);
 }
 
+/* A daemon that dies while it takes the first HELLO (a crash, a SIGKILL)
+ * hangs up without a word and is gone for a moment: connect() finds no
+ * socket until the next one listens. logshard_connect() waits for it. */
+static int script_dies_at_connect(struct peer *p)
+{
+    struct timespec away = { .tv_sec = 0, .tv_nsec = 100 * 1000000L };
+
+    PCHECK(peer_read_hello(p) == 0);
+    PCHECK(peer_go_away(p) == 0);
+    while (nanosleep(&away, &away) < 0 && errno == EINTR)
+        ; /* the client must meet the missing socket, not only the hang-up */
+    PCHECK(peer_come_back(p) == 0);
+    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0);
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 2) == 0);
+    PCHECK(peer_send_ack(p, 2) == 0);
+    return peer_expect_eof(p);
+}
+
+static void test_dies_at_connect(void **state)
+{
+    struct peer *p = *state;
+    logshard *ls;
+
+    peer_start(p, script_dies_at_connect, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "crashed", 0);
+    assert_int_equal(logshard_error(ls), 0);
+    append_range(ls, 0, 2);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
+    logshard_close(ls);
+    peer_join(p);
+    assert_int_equal(p->nhellos, 2);
+}
+
+/* With LOGSHARD_NO_RECONNECT the same hang-up is returned at once. */
+static int script_hang_up_once(struct peer *p)
+{
+    PCHECK(peer_read_hello(p) == 0);
+    return peer_go_away(p);
+}
+
+static void test_dies_at_connect_no_reconnect(void **state)
+{
+    struct peer *p = *state;
+    logshard_opts opts = { .producer = "crashed", .flags = LOGSHARD_NO_RECONNECT };
+    logshard *ls = NULL;
+
+    peer_start(p, script_hang_up_once, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    opts.socket_path = p->path;
+    assert_int_equal(logshard_connect(&ls, &opts), -ECONNRESET);
+    assert_null(ls);
+    peer_join(p);
+    assert_int_equal(p->nhellos, 1);
+}
+
 /* The resumed HELLO meets a daemon that is stopping (ESHUTDOWN): one
  * more lost connection, and the next daemon takes the stream. */
 static int script_stopping_at_resume(struct peer *p)
@@ -651,6 +707,8 @@ int main(void)
         PEER_TEST(test_resume_refused_stale),
         PEER_TEST(test_stopping_at_connect),
         PEER_TEST(test_stopping_at_resume),
+        PEER_TEST(test_dies_at_connect),
+        PEER_TEST(test_dies_at_connect_no_reconnect),
         PEER_TEST(test_v1_daemon_fallback),
         PEER_TEST(test_v1_welcome),
         PEER_TEST(test_no_reconnect_flag),

@@ -181,7 +181,8 @@ static void test_connect_refused(void **state)
     struct peer *p = *state;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        logshard_opts opts = { .producer = "denied" };
+        /* No reconnecting: a hang-up is otherwise waited out (test-client-resume). */
+        logshard_opts opts = { .producer = "denied", .flags = LOGSHARD_NO_RECONNECT };
         logshard *const sentinel = (logshard *)&opts;
         logshard *ls = sentinel;
 
