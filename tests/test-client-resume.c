@@ -329,6 +329,33 @@ static void test_v1_daemon_fallback(void **state)
     assert_int_equal(p->nhellos, 2);
 }
 
+/* The daemon that comes after a restart during the first handshake: it
+ * welcomes the producer and takes two records. */
+static int next_daemon_takes_two(struct peer *p)
+{
+    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0);
+    PCHECK(peer_handshake(p) == 0);
+    PCHECK(peer_read_records(p, 2) == 0);
+    PCHECK(peer_send_ack(p, 2) == 0);
+    return peer_expect_eof(p);
+}
+
+/* logshard_connect() across the restart the script plays returns 0 as if
+ * nothing had happened, and the handle works; the script saw two HELLOs. */
+static void connect_across_restart(struct peer *p, peer_script script)
+{
+    logshard *ls;
+
+    peer_start(p, script, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
+    ls = connect_ok(p, "restarted", 0);
+    assert_int_equal(logshard_error(ls), 0);
+    append_range(ls, 0, 2);
+    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
+    logshard_close(ls);
+    peer_join(p);
+    assert_int_equal(p->nhellos, 2);
+}
+
 /* A daemon that stops just after accepting (a restart) answers ESHUTDOWN
  * before WELCOME; the next daemon on the socket welcomes the producer, and
  * logshard_connect() returns 0 as if nothing had happened. */
@@ -337,26 +364,12 @@ static int script_stopping_at_connect(struct peer *p)
     PCHECK(peer_read_hello(p) == 0);
     PCHECK(peer_send_error(p, ESHUTDOWN, "logshardd is stopping (a restart?): connect again") ==
            0);
-    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0);
-    PCHECK(peer_handshake(p) == 0);
-    PCHECK(peer_read_records(p, 2) == 0);
-    PCHECK(peer_send_ack(p, 2) == 0);
-    return peer_expect_eof(p);
+    return next_daemon_takes_two(p);
 }
 
 static void test_stopping_at_connect(void **state)
 {
-    struct peer *p = *state;
-    logshard *ls;
-
-    peer_start(p, script_stopping_at_connect, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
-    ls = connect_ok(p, "restarted", 0);
-    assert_int_equal(logshard_error(ls), 0);
-    append_range(ls, 0, 2);
-    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
-    logshard_close(ls);
-    peer_join(p);
-    assert_int_equal(p->nhellos, 2);
+    connect_across_restart(*state, script_stopping_at_connect);
 }
 
 /* A daemon that dies while it takes the first HELLO (a crash, a SIGKILL)
@@ -371,26 +384,12 @@ static int script_dies_at_connect(struct peer *p)
     while (nanosleep(&away, &away) < 0 && errno == EINTR)
         ; /* the client must meet the missing socket, not only the hang-up */
     PCHECK(peer_come_back(p) == 0);
-    PCHECK(peer_accept(p, PEER_TIMEOUT_MS) == 0);
-    PCHECK(peer_handshake(p) == 0);
-    PCHECK(peer_read_records(p, 2) == 0);
-    PCHECK(peer_send_ack(p, 2) == 0);
-    return peer_expect_eof(p);
+    return next_daemon_takes_two(p);
 }
 
 static void test_dies_at_connect(void **state)
 {
-    struct peer *p = *state;
-    logshard *ls;
-
-    peer_start(p, script_dies_at_connect, DEFAULT_MAX_RECORD, DEFAULT_MAX_FRAME);
-    ls = connect_ok(p, "crashed", 0);
-    assert_int_equal(logshard_error(ls), 0);
-    append_range(ls, 0, 2);
-    assert_int_equal(logshard_flush(ls, PEER_TIMEOUT_MS), 0);
-    logshard_close(ls);
-    peer_join(p);
-    assert_int_equal(p->nhellos, 2);
+    connect_across_restart(*state, script_dies_at_connect);
 }
 
 /* With LOGSHARD_NO_RECONNECT the same hang-up is returned at once. */
