@@ -1,5 +1,5 @@
-/* The shipper's loop (docs/SHIP.md): the spool's lock, the producer's
- * generations, and the passes over the spool that fill transactions.
+/* The shipper's loop (docs/SHIP.md): the producer's generations, and the
+ * passes over the spool that fill transactions.
  *
  * One transaction: records of any streams, each stream's in position
  * order, then a wait for every delivery report (so the offsets are known
@@ -23,9 +23,10 @@
  *     an error and produces nothing more.
  *
  * What the loop hands on, acting on the same struct shipper (ship-run.h):
- * ending a transaction to ship-commit.c, reading back at the start of a
- * generation to ship-restore.c, deleting shipped shards to ship-delete.c,
- * the figures to ship-figures.c. */
+ * taking the spool's lock to ship-lock.c, ending a transaction to
+ * ship-commit.c, reading back at the start of a generation to
+ * ship-restore.c, deleting shipped shards to ship-delete.c, the figures to
+ * ship-figures.c. */
 #include "ship-run.h"
 
 #include <errno.h>
@@ -34,8 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -712,75 +711,7 @@ static int generation(struct shipper *s)
     return r == SHIP_RESTART ? SHIP_RESTART : r;
 }
 
-/* ---- the lock and the generations ---- */
-
-static int lock_spool(struct shipper *s, int *ret_fd)
-{
-    _cleanup_close_ int dir_fd = -1;
-    char pid[32];
-    int fd, n;
-
-    if (mkdirat(s->spool_fd, SHIP_DIR, 0750) == 0)
-        (void)fsync(s->spool_fd);
-    dir_fd = openat(s->spool_fd, SHIP_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dir_fd < 0) {
-        ship_say(s, SHIP_LOG_ERROR, "%s/%s: %s", s->spool, SHIP_DIR, strerror(errno));
-        return -errno;
-    }
-    fd = openat(dir_fd, SHIP_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        ship_say(s, SHIP_LOG_ERROR, "%s/%s/%s: %s", s->spool, SHIP_DIR, SHIP_LOCK_FILE,
-                 strerror(errno));
-        return -errno;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        char other[32] = "";
-        ssize_t got = pread(fd, other, sizeof(other) - 1, 0);
-
-        if (got > 0)
-            other[got] = '\0';
-        other[strcspn(other, "\n")] = '\0';
-        (void)close(fd);
-        if (e == EWOULDBLOCK) {
-            ship_say(s, SHIP_LOG_ERROR,
-                     "%s: another logctl ship%s%s is shipping this spool (%s/%s/%s is locked); "
-                     "one shipper per spool",
-                     s->spool, other[0] ? " (pid " : "", other[0] ? other : "", s->spool, SHIP_DIR,
-                     SHIP_LOCK_FILE);
-            return -EBUSY;
-        }
-        ship_say(s, SHIP_LOG_ERROR, "%s/%s/%s: flock: %s", s->spool, SHIP_DIR, SHIP_LOCK_FILE,
-                 strerror(e));
-        return -e;
-    }
-    n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-    if (ftruncate(fd, 0) == 0)
-        (void)!pwrite(fd, pid, (size_t)n, 0); /* only a hint for the message above */
-    *ret_fd = fd;
-    return 0;
-}
-
-/* From its first start on, a spool counts as shipped: logctl merge --delete
- * and logctl prune keep what its progress file does not show shipped. The
- * file is written at once, empty, so that this holds also while the first
- * shipper still waits for the cluster; written only after the first
- * commit, a merge --delete in that wait took the spool for one nobody
- * ships, and deleted what was not shipped yet. */
-static int mark_spool_shipped(struct shipper *s)
-{
-    struct positions_entry none;
-    int r;
-
-    if (faccessat(s->spool_fd, SHIP_DIR "/" SHIP_PROGRESS_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
-        errno != ENOENT)
-        return 0; /* there (a damaged one is said when it is read) */
-    r = ship_progress_store(s->spool_fd, &none, 0);
-    if (r < 0)
-        ship_say(s, SHIP_LOG_ERROR, "%s/%s/%s: cannot be written: %s", s->spool, SHIP_DIR,
-                 SHIP_PROGRESS_FILE, strerror(-r));
-    return r;
-}
+/* ---- the generations ---- */
 
 /* After a fence: whether to go on with a new producer (see the top of
  * this file). Says which, and why. */
@@ -825,7 +756,7 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
         (void)close(s.spool_fd);
         return r;
     }
-    r = lock_spool(&s, &lock_fd);
+    r = ship_lock_spool(&s, &lock_fd);
     if (r == 0) {
         r = ship_transactional_id(s.c, opts->spool, true, &s.txid);
         if (r < 0)
@@ -833,7 +764,7 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
                      opts->spool, SHIP_DIR, SHIP_ID_FILE, strerror(-r));
     }
     if (r == 0)
-        r = mark_spool_shipped(&s);
+        r = ship_mark_spool_shipped(&s);
     if (r < 0) {
         free(s.txid);
         (void)close(s.spool_fd);

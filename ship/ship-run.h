@@ -1,8 +1,9 @@
 /* The running shipper: its state, and what the files of its loop share.
- * ship-run.c owns the loop; ship-commit.c, ship-restore.c, ship-delete.c and
- * ship-figures.c act on the same state for it. The rest of the module
- * (ship-kafka.c, ship-readback.c, ship-spool.c, ship-status.c) never sees
- * struct shipper: those files talk to the loop through ship-internal.h. */
+ * ship-run.c owns the loop; ship-lock.c, ship-commit.c, ship-restore.c,
+ * ship-delete.c and ship-figures.c act on the same state for it. The rest
+ * of the module (ship-kafka.c, ship-readback.c, ship-spool.c,
+ * ship-status.c) never sees struct shipper: those files talk to the loop
+ * through ship-internal.h. */
 #pragma once
 
 #include "ship-internal.h"
@@ -98,6 +99,19 @@ int ship_store_progress(struct shipper *s);
  * the progress. Returns 0, -ECANCELED when the shipper is to stop, or a
  * negative errno after saying why. */
 int ship_restore(struct shipper *s);
+
+/* ---- the spool's lock and mark (ship-lock.c) ---- */
+
+/* Takes <spool>/ship/lock (made with <spool>/ship/ when missing) without
+ * waiting, and writes our pid into it. *ret_fd is the locked file, held
+ * until the shipper ends. Returns 0, -EBUSY when another shipper holds it,
+ * or another negative errno; either after saying why. */
+int ship_lock_spool(struct shipper *s, int *ret_fd);
+
+/* Writes an empty <spool>/ship/progress unless there is one: from now on
+ * the spool counts as shipped. Returns 0 or a negative errno after saying
+ * why. */
+int ship_mark_spool_shipped(struct shipper *s);
 
 /* ---- deleting what is shipped (ship-delete.c) ---- */
 

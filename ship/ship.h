@@ -6,8 +6,9 @@
  * it, so that whatever a read_committed consumer already sees is never
  * produced again.
  *
- * The files: ship-run.c (the lock, the loop: what to ship, transactions,
- * what happens on each kind of error), ship-commit.c (ending a
+ * The files: ship-run.c (the loop: what to ship, transactions, what
+ * happens on each kind of error), ship-lock.c (the spool's lock, and the
+ * mark that the spool is shipped), ship-commit.c (ending a
  * transaction: deliveries, progress, commit or abort, then the spool's
  * copy of the progress), ship-restore.c (the stream table filled from the
  * read-back at the start of each producer generation), ship-delete.c
