@@ -121,8 +121,14 @@ class Chaos:
         count = min(count, self.records - first)
         if count > 0:
             lines = "".join(f"{name} {i:012d}\n" for i in range(first, first + count))
-            self.senders[name].stdin.write(lines.encode())
-            self.senders[name].stdin.flush()
+            try:
+                self.senders[name].stdin.write(lines.encode())
+                self.senders[name].stdin.flush()
+            except BrokenPipeError:
+                code = self.senders[name].wait(timeout=30)
+                raise RuntimeError(f"logctl send -p {name} exited {code} with "
+                                   f"{self.records - first} records still to send; "
+                                   "its error is above") from None
             self.sent[name] += count
 
     # ---- one round ----
