@@ -5,12 +5,10 @@
 #include "config.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <errno.h>
+#include <ctype.h>
 #include <fnmatch.h>
-#include <grp.h>
 #include <ini.h>
-#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,158 +339,6 @@ int config_id_list_contains(const struct config_id_list *l, uint32_t id)
         if (l->ids[i] == id)
             return 1;
     return 0;
-}
-
-/* "0, 1000 www-data": numbers or names, separated by commas and blanks.
- * Names are looked up now, so a typo is an error at load time, not a
- * producer refused later. */
-static int parse_id_list(const char *value, bool groups, struct config_id_list *ret, char *why,
-                         size_t why_len, const char *key)
-{
-    struct config_id_list l = { NULL, 0 };
-    char *copy = strdup(value), *save = NULL;
-
-    if (!copy) {
-        snprintf(why, why_len, "out of memory");
-        return -ENOMEM;
-    }
-    for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
-        uint64_t v;
-        uint32_t *n;
-
-        if (parse_uint(t, 10, &v) == 0) {
-            if (v > UINT32_MAX - 1) {
-                snprintf(why, why_len, "%s: %s is not a valid id", key, t);
-                goto invalid;
-            }
-        } else {
-            char buf[4096];
-            int r;
-
-            if (groups) {
-                struct group gr, *res = NULL;
-                r = getgrnam_r(t, &gr, buf, sizeof(buf), &res);
-                if (r == 0 && res)
-                    v = gr.gr_gid;
-                else
-                    res = NULL;
-                if (!res) {
-                    snprintf(why, why_len, "%s: no group named '%s'", key, t);
-                    goto invalid;
-                }
-            } else {
-                struct passwd pw, *res = NULL;
-                r = getpwnam_r(t, &pw, buf, sizeof(buf), &res);
-                if (r == 0 && res)
-                    v = pw.pw_uid;
-                else
-                    res = NULL;
-                if (!res) {
-                    snprintf(why, why_len, "%s: no user named '%s'", key, t);
-                    goto invalid;
-                }
-            }
-        }
-        n = realloc(l.ids, (l.n + 1) * sizeof(uint32_t));
-        if (!n) {
-            snprintf(why, why_len, "out of memory");
-            free(l.ids);
-            free(copy);
-            return -ENOMEM;
-        }
-        l.ids = n;
-        l.ids[l.n++] = (uint32_t)v;
-    }
-    free(copy);
-    *ret = l;
-    return 0;
-
-invalid:
-    free(l.ids);
-    free(copy);
-    return -EINVAL;
-}
-
-int parse_uint(const char *text, int base, uint64_t *ret)
-{
-    char *end;
-    unsigned long long v;
-
-    /* strtoull would skip blanks and take a sign; neither belongs here. */
-    if (!text || !isalnum((unsigned char)*text))
-        return -EINVAL;
-    errno = 0;
-    v = strtoull(text, &end, base);
-    if (errno == ERANGE)
-        return -ERANGE;
-    if (end == text || *end)
-        return -EINVAL;
-    *ret = v;
-    return 0;
-}
-
-/* Splits "123suffix" into the number and the suffix. */
-static int split_number(const char *text, uint64_t *ret_value, const char **ret_suffix)
-{
-    char *end;
-    unsigned long long v;
-
-    if (!text || !isdigit((unsigned char)*text))
-        return -EINVAL;
-    errno = 0;
-    v = strtoull(text, &end, 10);
-    if (errno == ERANGE)
-        return -ERANGE;
-    *ret_value = v;
-    *ret_suffix = end;
-    return 0;
-}
-
-static int scale(uint64_t value, uint64_t unit, uint64_t *ret)
-{
-    if (unit && value > UINT64_MAX / unit)
-        return -ERANGE;
-    *ret = value * unit;
-    return 0;
-}
-
-int parse_size(const char *text, uint64_t *ret)
-{
-    static const struct { const char *suffix; uint64_t unit; } units[] = {
-        { "", 1 }, { "B", 1 },
-        { "K", KIB }, { "KB", KIB }, { "KiB", KIB }, { "k", KIB },
-        { "M", MIB }, { "MB", MIB }, { "MiB", MIB },
-        { "G", GIB }, { "GB", GIB }, { "GiB", GIB },
-        { "T", 1024 * GIB }, { "TB", 1024 * GIB }, { "TiB", 1024 * GIB },
-    };
-    uint64_t v;
-    const char *suffix;
-    int r = split_number(text, &v, &suffix);
-
-    if (r < 0)
-        return r;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(suffix, units[i].suffix) == 0)
-            return scale(v, units[i].unit, ret);
-    return -EINVAL;
-}
-
-int parse_duration_ms(const char *text, uint64_t *ret)
-{
-    static const struct { const char *suffix; uint64_t ms; } units[] = {
-        { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "min", 60000 },
-        { "h", 3600000 }, { "d", 86400000 },
-    };
-    uint64_t v;
-    const char *suffix;
-    int r = split_number(text, &v, &suffix);
-
-    if (r < 0)
-        return r;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(suffix, units[i].suffix) == 0)
-            return scale(v, units[i].ms, ret);
-    return -EINVAL;
 }
 
 static const struct key_spec *find_key(const char *section, const char *key,

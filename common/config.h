@@ -2,6 +2,7 @@
  * by the command line. config/logshard.conf lists every key. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -252,3 +253,11 @@ int config_key_at(size_t index, const char **ret_section, const char **ret_key);
 int parse_size(const char *text, uint64_t *ret);
 int parse_duration_ms(const char *text, uint64_t *ret);
 int parse_uint(const char *text, int base, uint64_t *ret);
+
+/* "0, 1000 www-data": user (groups false) or group ids, as numbers or
+ * names separated by commas and blanks, names looked up now so that a typo
+ * is an error at load time, not a producer refused later. On success
+ * *ret is a new list (the caller frees ids); on failure why says what, in
+ * the words of key. Returns 0, -EINVAL or -ENOMEM. */
+int parse_id_list(const char *value, bool groups, struct config_id_list *ret, char *why,
+                  size_t why_len, const char *key);
