@@ -130,41 +130,45 @@ static int scale(uint64_t value, uint64_t unit, uint64_t *ret)
     return 0;
 }
 
+struct unit {
+    const char *suffix;
+    uint64_t factor;
+};
+
+/* A number followed by exactly one of the units' suffixes. */
+static int parse_in_units(const char *text, const struct unit *units, size_t n, uint64_t *ret)
+{
+    uint64_t v;
+    const char *suffix;
+    int r = split_number(text, &v, &suffix);
+
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(suffix, units[i].suffix) == 0)
+            return scale(v, units[i].factor, ret);
+    return -EINVAL;
+}
+
 int parse_size(const char *text, uint64_t *ret)
 {
-    static const struct { const char *suffix; uint64_t unit; } units[] = {
+    static const struct unit units[] = {
         { "", 1 }, { "B", 1 },
         { "K", KIB }, { "KB", KIB }, { "KiB", KIB }, { "k", KIB },
         { "M", MIB }, { "MB", MIB }, { "MiB", MIB },
         { "G", GIB }, { "GB", GIB }, { "GiB", GIB },
         { "T", 1024 * GIB }, { "TB", 1024 * GIB }, { "TiB", 1024 * GIB },
     };
-    uint64_t v;
-    const char *suffix;
-    int r = split_number(text, &v, &suffix);
 
-    if (r < 0)
-        return r;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(suffix, units[i].suffix) == 0)
-            return scale(v, units[i].unit, ret);
-    return -EINVAL;
+    return parse_in_units(text, units, sizeof(units) / sizeof(units[0]), ret);
 }
 
 int parse_duration_ms(const char *text, uint64_t *ret)
 {
-    static const struct { const char *suffix; uint64_t ms; } units[] = {
+    static const struct unit units[] = {
         { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "min", 60000 },
         { "h", 3600000 }, { "d", 86400000 },
     };
-    uint64_t v;
-    const char *suffix;
-    int r = split_number(text, &v, &suffix);
 
-    if (r < 0)
-        return r;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(suffix, units[i].suffix) == 0)
-            return scale(v, units[i].ms, ret);
-    return -EINVAL;
+    return parse_in_units(text, units, sizeof(units) / sizeof(units[0]), ret);
 }
