@@ -15,6 +15,8 @@
  *     transaction;
  *   fatal: the producer is destroyed, a new one made (init_transactions
  *     aborts whatever the old one left open), and the progress read back;
+ *     a cluster that refuses a new producer fails a one-shot run, and is
+ *     waited for, with backoff, by a follower;
  *   fenced: the cluster no longer takes this producer's transactions.
  *     Either it ended them itself (a transaction open longer than
  *     transaction.timeout.ms, say while the cluster was out of reach), and
@@ -570,6 +572,14 @@ static int init_producer(struct shipper *s)
         o = ship_kafka_init_transactions(s->k, SHIP_KAFKA_CALL_MS, err, sizeof(err));
         if (o == SHIP_OK)
             break;
+        /* A cluster that refuses the producer itself (the transactional
+         * id not authorized, transactions not supported): a follower, which
+         * runs as a service, waits for it to be set right and tries again
+         * with a new producer, saying so; a one-shot run fails. */
+        if (o == SHIP_FATAL && s->opts->follow) {
+            ship_set_waiting(s, true, err);
+            return SHIP_RESTART;
+        }
         if (o == SHIP_FENCED || o == SHIP_FATAL) {
             ship_say(s, SHIP_LOG_ERROR, "%s", err);
             return o == SHIP_FENCED ? -EPERM : -EIO;
@@ -605,7 +615,7 @@ static int generation(struct shipper *s)
     if (r < 0)
         return r;
     r = init_producer(s);
-    if (r < 0)
+    if (r != 0)
         return r;
     r = ship_restore(s);
     if (r < 0)

@@ -1,4 +1,4 @@
-/* logctl ship fenced by the cluster. Kafka fences a transactional producer
+/* logctl ship fenced or refused by the cluster. Kafka fences a transactional producer
  * when another one takes its transactional.id, and also when the cluster
  * itself ended a transaction left open past transaction.timeout.ms (it
  * bumps the producer's epoch), as after an outage longer than that. The
@@ -11,6 +11,11 @@
  * transactional.id for another shipper's and stops with exit status 2
  * (logshard-ship.service does not restart on 2), and a later run ships the
  * rest, exactly once.
+ *
+ * A cluster that refuses the producer outright (the transactional.id not
+ * authorized) is an error a one-shot run fails with, exit status 1, and one
+ * a follower waits out, saying so in its log and status, until the cluster
+ * takes it.
  *
  * LOGSHARD_TEST_FILTER=<test name> runs one test alone. */
 #include <setjmp.h>
@@ -129,12 +134,65 @@ static void test_ship_fenced_twice(void **state)
     free(status_path);
 }
 
+/* The transactional.id not authorized, as a cluster with ACLs answers
+ * until an operator grants it: librdkafka takes it for a fatal error. */
+static void test_ship_producer_refused(void **state)
+{
+    struct ship_test *t = *state;
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    char *log_path = harness_path(t->h.dir, "ship.log");
+    struct harness_file_needle waiting = { status_path, "\"state\":\"waiting for the brokers\"" };
+    struct shipped_cond all = { status_path, 1000 };
+    char names[1][32] = { "first" };
+    pid_t ship;
+    int status;
+    char *log;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    produce(&t->h, "first", 1000);
+    harness_assert_clean_exit(harness_stop(&t->h, SIGTERM, 30000));
+
+    /* One-shot: exit 1, saying why, nothing shipped. */
+    kafka_mock_command(&t->m, "errors InitProducerId 1 TRANSACTIONAL_ID_AUTHORIZATION_FAILED");
+    assert_int_equal(run_ship(t, logs_topic), 1);
+    log = ship_log(t);
+    harness_expect_in(log, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "the cluster's refusal");
+    free(log);
+
+    /* Following: waits, says so, and ships once the cluster takes it. */
+    kafka_mock_command(&t->m, "errors InitProducerId 3 TRANSACTIONAL_ID_AUTHORIZATION_FAILED");
+    harness_start(&t->h, NULL);
+    ship = ship_spawn(&t->h, &t->m, follow);
+    if (!harness_wait_for(harness_file_has, &waiting, 60000)) {
+        log = ship_log(t);
+        fail_msg("the refused follower's status never said it waits: %s", log);
+    }
+    if (!harness_wait_for(has_shipped, &all, 120000)) {
+        log = ship_log(t);
+        fail_msg("the follower did not ship once the cluster took it: %s", log);
+    }
+    kill(ship, SIGTERM);
+    status = ship_wait(ship, 60000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    log = ship_log(t);
+    harness_expect_in(log, "waiting for the brokers", "the wait, in the log");
+    harness_expect_in(log, "the brokers answer again", "the end of the wait");
+    free(log);
+    expect_exactly_once(t, names, 1, 1000);
+    free(log_path);
+    free(status_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ship_fenced_once, ship_test_setup,
                                         ship_test_teardown),
         cmocka_unit_test_setup_teardown(test_ship_fenced_twice, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_producer_refused, ship_test_setup,
                                         ship_test_teardown),
     };
 
