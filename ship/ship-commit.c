@@ -122,6 +122,7 @@ int ship_commit(struct shipper *s)
             st->dirty = false;
         }
         s->in_txn = false;
+        s->txn_begun_ns = 0;
         s->txn_records = s->txn_bytes = 0;
         s->fig.records_shipped += records;
         s->fig.bytes_shipped += bytes;

@@ -58,6 +58,10 @@ int ship_kafka_new(struct ship_kafka **ret, const struct config *c, const char *
                    ship_delivered_fn delivered, ship_kafka_log_fn log, void *arg, char *err,
                    size_t err_len);
 void ship_kafka_free(struct ship_kafka *k);
+/* The producer's transaction.timeout.ms, as librdkafka took it (the
+ * default or a pass-through setting): how long the cluster lets one of its
+ * transactions stay open before it ends it. */
+uint64_t ship_kafka_transaction_timeout_ms(const struct ship_kafka *k);
 
 enum ship_outcome ship_kafka_init_transactions(struct ship_kafka *k, int timeout_ms, char *err,
                                                size_t err_len);

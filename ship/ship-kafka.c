@@ -245,6 +245,19 @@ int ship_kafka_new(struct ship_kafka **ret, const struct config *c, const char *
     return 0;
 }
 
+uint64_t ship_kafka_transaction_timeout_ms(const struct ship_kafka *k)
+{
+    char value[32];
+    size_t size = sizeof(value);
+    uint64_t ms;
+
+    if (rd_kafka_conf_get(rd_kafka_conf(k->rk), "transaction.timeout.ms", value, &size) !=
+            RD_KAFKA_CONF_OK ||
+        parse_uint(value, 10, &ms) < 0)
+        return 60000; /* librdkafka's default; it has always answered, though */
+    return ms;
+}
+
 void ship_kafka_free(struct ship_kafka *k)
 {
     if (!k)

@@ -21,11 +21,13 @@
  *     Either it ended them itself (a transaction open longer than
  *     transaction.timeout.ms, say while the cluster was out of reach), and
  *     a new producer goes on, or another shipper took the transactional.id
- *     over: fenced again within SHIP_FENCE_WINDOW_NS, this one stops with
- *     an error and produces nothing more.
+ *     over: fenced again within SHIP_FENCE_WINDOW_NS, and not after a
+ *     transaction open that long, this one stops with an error and
+ *     produces nothing more.
  *
  * What the loop hands on, acting on the same struct shipper (ship-run.h):
- * taking the spool's lock to ship-lock.c, ending a transaction to
+ * taking the spool's lock to ship-lock.c, judging a fence to
+ * ship-fence.c, ending a transaction to
  * ship-commit.c, reading back at the start of a generation to
  * ship-restore.c, deleting shipped shards to ship-delete.c, the figures to
  * ship-figures.c. */
@@ -205,7 +207,7 @@ static enum ship_outcome begin_if_needed(struct shipper *s, char *err, size_t er
     if (o == SHIP_OK) {
         s->in_txn = true;
         s->txn_records = s->txn_bytes = 0;
-        s->txn_started_ns = now_monotonic_ns();
+        s->txn_started_ns = s->txn_begun_ns = now_monotonic_ns();
         s->delivery_failed = false;
     }
     return o;
@@ -568,6 +570,7 @@ static int init_producer(struct shipper *s)
         ship_say(s, SHIP_LOG_ERROR, "%s", err);
         return r;
     }
+    s->txn_timeout_ns = ship_kafka_transaction_timeout_ms(s->k) * 1000000u;
     for (;;) {
         o = ship_kafka_init_transactions(s->k, SHIP_KAFKA_CALL_MS, err, sizeof(err));
         if (o == SHIP_OK)
@@ -601,6 +604,7 @@ static void reset_state(struct shipper *s)
     s->topics = NULL;
     s->n_topics = 0;
     s->in_txn = false;
+    s->txn_begun_ns = 0;
 }
 
 static int generation(struct shipper *s)
@@ -723,30 +727,6 @@ static int generation(struct shipper *s)
 
 /* ---- the generations ---- */
 
-/* After a fence: whether to go on with a new producer (see the top of
- * this file). Says which, and why. */
-static bool go_on_after_fence(struct shipper *s)
-{
-    uint64_t now = now_monotonic_ns();
-    bool again = s->fenced_ns != 0 && now - s->fenced_ns < SHIP_FENCE_WINDOW_NS;
-
-    if (again) {
-        ship_say(s, SHIP_LOG_ERROR,
-                 "fenced again within %llu minutes: another shipper uses the transactional.id "
-                 "%s; this one stops, having committed nothing more",
-                 SHIP_FENCE_WINDOW_NS / 60000000000ull, s->txid);
-        return false;
-    }
-    s->fenced_ns = now;
-    ship_say(s, SHIP_LOG_WARNING,
-             "fenced: the cluster ended this producer's transactions (open past "
-             "transaction.timeout.ms), or another shipper took the transactional.id %s; a new "
-             "producer reads the progress back and goes on, and stops if fenced again within "
-             "%llu minutes",
-             s->txid, SHIP_FENCE_WINDOW_NS / 60000000000ull);
-    return true;
-}
-
 int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
 {
     struct shipper s = { .opts = opts, .hooks = hooks, .c = opts->config, .spool = opts->spool };
@@ -792,7 +772,7 @@ int ship_run(const struct ship_opts *opts, const struct ship_hooks *hooks)
         r = generation(&s);
         ship_kafka_free(s.k);
         s.k = NULL;
-        if (r == -EPERM && go_on_after_fence(&s))
+        if (r == -EPERM && ship_go_on_after_fence(&s))
             r = SHIP_RESTART;
         if (r != SHIP_RESTART)
             break;

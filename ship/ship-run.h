@@ -1,6 +1,7 @@
 /* The running shipper: its state, and what the files of its loop share.
- * ship-run.c owns the loop; ship-lock.c, ship-commit.c, ship-restore.c,
- * ship-delete.c and ship-figures.c act on the same state for it. The rest
+ * ship-run.c owns the loop; ship-lock.c, ship-fence.c, ship-commit.c,
+ * ship-restore.c, ship-delete.c and ship-figures.c act on the same state
+ * for it. The rest
  * of the module (ship-kafka.c, ship-readback.c, ship-spool.c,
  * ship-status.c) never sees struct shipper: those files talk to the loop
  * through ship-internal.h. */
@@ -46,7 +47,9 @@ struct shipper {
     bool in_txn;
     uint64_t txn_records;
     uint64_t txn_bytes;
-    uint64_t txn_started_ns;
+    uint64_t txn_started_ns; /* for the interval; moved on by a wait for the brokers */
+    uint64_t txn_begun_ns;   /* when it began; 0 after a commit and in a new generation */
+    uint64_t txn_timeout_ns; /* the producer's transaction.timeout.ms */
     bool delivery_failed;
     char delivery_error[256];
     /* figures */
@@ -112,6 +115,12 @@ int ship_lock_spool(struct shipper *s, int *ret_fd);
  * the spool counts as shipped. Returns 0 or a negative errno after saying
  * why. */
 int ship_mark_spool_shipped(struct shipper *s);
+
+/* ---- after a fence (ship-fence.c) ---- */
+
+/* Whether to go on with a new producer after the producer was fenced:
+ * says which, and why. */
+bool ship_go_on_after_fence(struct shipper *s);
 
 /* ---- deleting what is shipped (ship-delete.c) ---- */
 

@@ -8,7 +8,8 @@
  *
  * The files: ship-run.c (the loop: what to ship, transactions, what
  * happens on each kind of error), ship-lock.c (the spool's lock, and the
- * mark that the spool is shipped), ship-commit.c (ending a
+ * mark that the spool is shipped), ship-fence.c (what a fence means: go
+ * on, or stop), ship-commit.c (ending a
  * transaction: deliveries, progress, commit or abort, then the spool's
  * copy of the progress), ship-restore.c (the stream table filled from the
  * read-back at the start of each producer generation), ship-delete.c

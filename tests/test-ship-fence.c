@@ -18,16 +18,19 @@
  * takes it.
  *
  * LOGSHARD_TEST_FILTER=<test name> runs one test alone. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
 
+#include "logshard.h"
 #include "ship-fixture.h"
 
 static const char *const follow[] = { "--topic", "logs.{producer}", "--follow", NULL };
@@ -134,6 +137,142 @@ static void test_ship_fenced_twice(void **state)
     free(status_path);
 }
 
+/* How often needle is in the follower's log. */
+static int log_count(struct ship_test *t, const char *needle)
+{
+    char *log = ship_log(t), *at = log;
+    int n = 0;
+
+    while ((at = strstr(at, needle)) != NULL) {
+        n++;
+        at++;
+    }
+    free(log);
+    return n;
+}
+
+struct log_watch {
+    struct ship_test *t;
+    const char *needle;
+    int count;
+    pid_t ship;
+    bool gone; /* the follower exited */
+};
+
+/* For harness_wait_for: needle is in the follower's log count times, or
+ * the follower is gone. */
+static bool logged_or_gone(void *arg)
+{
+    struct log_watch *w = arg;
+    int status;
+
+    if (log_count(w->t, w->needle) >= w->count)
+        return true;
+    if (waitpid(w->ship, &status, WNOHANG) == w->ship)
+        w->gone = true;
+    return w->gone;
+}
+
+static void wait_logged(struct ship_test *t, pid_t ship, const char *needle, int count)
+{
+    struct log_watch w = { t, needle, count, ship, false };
+
+    if (!harness_wait_for(logged_or_gone, &w, 120000) || w.gone) {
+        char *log = ship_log(t);
+
+        fail_msg("'%s' not %d times in the follower's log, or the follower stopped: %s", needle,
+                 count, log);
+    }
+}
+
+/* A producer in this process, whose stream, and so whose topic and
+ * partition, the follower knows already when the brokers go away. */
+struct steady {
+    logshard *ls;
+    uint64_t sent;
+};
+
+static void steady_send(struct steady *p, uint64_t count)
+{
+    char rec[64];
+
+    for (uint64_t end = p->sent + count; p->sent < end; p->sent++) {
+        int len = snprintf(rec, sizeof(rec), "steady %012" PRIu64, p->sent);
+
+        assert_int_equal(logshard_append(p->ls, rec, (size_t)len), 0);
+    }
+    assert_int_equal(logshard_flush(p->ls, 30000), 0);
+}
+
+/* Every broker away for longer than transaction.timeout.ms while the
+ * follower has a transaction open, and back. The records' deliveries time
+ * out meanwhile (transaction.timeout.ms bounds message.timeout.ms), the
+ * follower aborts the transaction, and librdkafka bumps the producer's
+ * epoch for that abort. The coordinator of a cluster that ended the
+ * transaction itself may answer that with PRODUCER_FENCED (injected here:
+ * the mock does not time transactions out). */
+static void long_outage(struct ship_test *t, pid_t ship, struct steady *p, int round)
+{
+    kafka_mock_command(&t->m, "errors InitProducerId 1 PRODUCER_FENCED");
+    for (int id = 1; id <= 3; id++)
+        kafka_mock_command(&t->m, "down %d", id);
+    steady_send(p, 2000);
+    /* Once the follower aborts, its transaction is older than
+     * transaction.timeout.ms: it began before the records timed out. */
+    wait_logged(t, ship, "aborting the transaction", round);
+    for (int id = 1; id <= 3; id++)
+        kafka_mock_command(&t->m, "up %d", id);
+    wait_logged(t, ship, "past transaction.timeout.ms", round);
+}
+
+/* Two outages longer than transaction.timeout.ms within minutes, each
+ * ending in a fence: each is the cluster's own doing, so the follower goes
+ * on after both, rather than take the second for another shipper's, and
+ * ships everything once. transaction.timeout.ms is 2 s here. */
+static void test_ship_fenced_after_outages(void **state)
+{
+    static const char *const short_txn[] = { "--topic", "logs.{producer}", "--follow", "--set",
+                                             "transaction.timeout.ms=2000", NULL };
+    struct ship_test *t = *state;
+    char *status_path = harness_path(t->h.spool, "ship/status.json");
+    struct shipped_cond first = { status_path, 1000 }, second = { status_path, 3000 };
+    struct shipped_cond all = { status_path, 5000 };
+    char names[1][32] = { "steady" };
+    struct steady p = { NULL, 0 };
+    logshard_opts opts = { .producer = "steady" };
+    pid_t ship;
+    int status;
+    char *log;
+
+    kafka_mock_start(&t->m, 3);
+    harness_start(&t->h, NULL);
+    opts.socket_path = t->h.sock;
+    assert_int_equal(logshard_connect(&p.ls, &opts), 0);
+    steady_send(&p, 1000);
+    ship = ship_spawn(&t->h, &t->m, short_txn);
+    assert_true(harness_wait_for(has_shipped, &first, 60000));
+    long_outage(t, ship, &p, 1);
+    /* The new producer's generation has shipped the first outage's
+     * records, so it too knows the partition when the brokers go again. */
+    assert_true(harness_wait_for(has_shipped, &second, 60000));
+    long_outage(t, ship, &p, 2);
+    if (!harness_wait_for(has_shipped, &all, 120000)) {
+        log = ship_log(t);
+        fail_msg("the follower did not ship everything after the outages: %s", log);
+    }
+    logshard_close(p.ls);
+    kill(ship, SIGTERM);
+    status = ship_wait(ship, 60000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    log = ship_log(t);
+    if (strstr(log, "this one stops"))
+        fail_msg("the follower took an outage's fence for a rival's: %s", log);
+    free(log);
+    expect_exactly_once(t, names, 1, 5000);
+    free(status_path);
+}
+
 /* The transactional.id not authorized, as a cluster with ACLs answers
  * until an operator grants it: librdkafka takes it for a fatal error. */
 static void test_ship_producer_refused(void **state)
@@ -191,6 +330,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ship_fenced_once, ship_test_setup,
                                         ship_test_teardown),
         cmocka_unit_test_setup_teardown(test_ship_fenced_twice, ship_test_setup,
+                                        ship_test_teardown),
+        cmocka_unit_test_setup_teardown(test_ship_fenced_after_outages, ship_test_setup,
                                         ship_test_teardown),
         cmocka_unit_test_setup_teardown(test_ship_producer_refused, ship_test_setup,
                                         ship_test_teardown),
