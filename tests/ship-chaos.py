@@ -18,6 +18,7 @@ LOGSHARD_TEST_SEED (default: from the clock; printed),
 LOGSHARD_SHIP_CHAOS_ROUNDS (default 50), LOGSHARD_SHIP_CHAOS_RECORDS
 (records per producer, default 10000). Exit status 0 when every record
 arrived once, 1 otherwise, 77 (skipped) without the mock or kcat."""
+import json
 import os
 import random
 import shutil
@@ -109,6 +110,21 @@ class Chaos:
     def logctl(self, *args, **kw):
         return subprocess.run([os.environ["LOGCTL"], *args], preexec_fn=default_signals, **kw)
 
+    def wait_senders_connected(self):
+        """Until the daemon has taken every sender. A first connection finds
+        no daemon when a round kills it before the sender connected, and
+        `logctl send` then fails at once, as it should (no daemon listens);
+        only a connection the daemon took is the library's to keep."""
+        deadline = time.monotonic() + 30
+        while True:
+            r = self.logctl("status", "--admin-socket", self.admin, "--json",
+                            capture_output=True, text=True)
+            if r.returncode == 0 and json.loads(r.stdout)["producers_connected"] >= len(PRODUCERS):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the senders did not connect within 30 s: {r.stdout}{r.stderr}")
+            time.sleep(0.02)
+
     def start_ship(self):
         self.ship = subprocess.Popen(
             [os.environ["LOGCTL"], "ship", "--spool", self.spool, "--brokers", self.brokers,
@@ -194,6 +210,7 @@ class Chaos:
             self.senders[name] = subprocess.Popen(
                 [os.environ["LOGCTL"], "send", "-s", self.sock, "-p", name],
                 stdin=subprocess.PIPE, preexec_fn=default_signals)
+        self.wait_senders_connected()
         self.start_ship()
         for n in range(self.rounds):
             self.round(n)
