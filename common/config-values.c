@@ -17,6 +17,28 @@
 #define MIB (1024ull * 1024ull)
 #define GIB (1024ull * MIB)
 
+/* The id of the group (groups) or user called name; false when there is
+ * none, or it cannot be looked up. */
+static bool lookup_name(const char *name, bool groups, uint64_t *ret)
+{
+    char buf[4096];
+
+    if (groups) {
+        struct group gr, *res = NULL;
+
+        if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
+            return false;
+        *ret = gr.gr_gid;
+    } else {
+        struct passwd pw, *res = NULL;
+
+        if (getpwnam_r(name, &pw, buf, sizeof(buf), &res) != 0 || !res)
+            return false;
+        *ret = pw.pw_uid;
+    }
+    return true;
+}
+
 /* "0, 1000 www-data": numbers or names, separated by commas and blanks.
  * Names are looked up now, so a typo is an error at load time, not a
  * producer refused later. */
@@ -39,33 +61,9 @@ int parse_id_list(const char *value, bool groups, struct config_id_list *ret, ch
                 snprintf(why, why_len, "%s: %s is not a valid id", key, t);
                 goto invalid;
             }
-        } else {
-            char buf[4096];
-            int r;
-
-            if (groups) {
-                struct group gr, *res = NULL;
-                r = getgrnam_r(t, &gr, buf, sizeof(buf), &res);
-                if (r == 0 && res)
-                    v = gr.gr_gid;
-                else
-                    res = NULL;
-                if (!res) {
-                    snprintf(why, why_len, "%s: no group named '%s'", key, t);
-                    goto invalid;
-                }
-            } else {
-                struct passwd pw, *res = NULL;
-                r = getpwnam_r(t, &pw, buf, sizeof(buf), &res);
-                if (r == 0 && res)
-                    v = pw.pw_uid;
-                else
-                    res = NULL;
-                if (!res) {
-                    snprintf(why, why_len, "%s: no user named '%s'", key, t);
-                    goto invalid;
-                }
-            }
+        } else if (!lookup_name(t, groups, &v)) {
+            snprintf(why, why_len, "%s: no %s named '%s'", key, groups ? "group" : "user", t);
+            goto invalid;
         }
         n = realloc(l.ids, (l.n + 1) * sizeof(uint32_t));
         if (!n) {

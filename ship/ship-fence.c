@@ -14,7 +14,6 @@
 bool ship_go_on_after_fence(struct shipper *s)
 {
     uint64_t now = now_monotonic_ns();
-    bool again = s->fenced_ns != 0 && now - s->fenced_ns < SHIP_FENCE_WINDOW_NS;
 
     /* A transaction open past transaction.timeout.ms explains the fence
      * by itself: the cluster ended it (after an outage, or a shipper
@@ -30,8 +29,7 @@ bool ship_go_on_after_fence(struct shipper *s)
                  (unsigned long long)(s->txn_timeout_ns / 1000000u));
         return true;
     }
-
-    if (again) {
+    if (s->fenced_ns != 0 && now - s->fenced_ns < SHIP_FENCE_WINDOW_NS) {
         ship_say(s, SHIP_LOG_ERROR,
                  "fenced again within %llu minutes: another shipper uses the transactional.id "
                  "%s; this one stops, having committed nothing more",

@@ -26,11 +26,10 @@
  *     produces nothing more.
  *
  * What the loop hands on, acting on the same struct shipper (ship-run.h):
- * taking the spool's lock to ship-lock.c, judging a fence to
- * ship-fence.c, ending a transaction to
- * ship-commit.c, reading back at the start of a generation to
- * ship-restore.c, deleting shipped shards to ship-delete.c, the figures to
- * ship-figures.c. */
+ * taking the spool's lock to ship-lock.c, judging a fence to ship-fence.c,
+ * ending a transaction to ship-commit.c, reading back at the start of a
+ * generation to ship-restore.c, deleting shipped shards to ship-delete.c,
+ * the figures to ship-figures.c. */
 #include "ship-run.h"
 
 #include <errno.h>

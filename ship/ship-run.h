@@ -1,10 +1,9 @@
 /* The running shipper: its state, and what the files of its loop share.
  * ship-run.c owns the loop; ship-lock.c, ship-fence.c, ship-commit.c,
  * ship-restore.c, ship-delete.c and ship-figures.c act on the same state
- * for it. The rest
- * of the module (ship-kafka.c, ship-readback.c, ship-spool.c,
- * ship-status.c) never sees struct shipper: those files talk to the loop
- * through ship-internal.h. */
+ * for it. The rest of the module (ship-kafka.c, ship-readback.c,
+ * ship-spool.c, ship-status.c) never sees struct shipper: those files talk
+ * to the loop through ship-internal.h. */
 #pragma once
 
 #include "ship-internal.h"

@@ -9,11 +9,10 @@
  * The files: ship-run.c (the loop: what to ship, transactions, what
  * happens on each kind of error), ship-lock.c (the spool's lock, and the
  * mark that the spool is shipped), ship-fence.c (what a fence means: go
- * on, or stop), ship-commit.c (ending a
- * transaction: deliveries, progress, commit or abort, then the spool's
- * copy of the progress), ship-restore.c (the stream table filled from the
- * read-back at the start of each producer generation), ship-delete.c
- * (on_shipped = delete), ship-figures.c (the figures as the shipper runs,
+ * on, or stop), ship-commit.c (ending a transaction: deliveries,
+ * progress, commit or abort, then the spool's copy of the progress),
+ * ship-restore.c (the stream table filled from the read-back at the
+ * start of each producer generation), ship-delete.c (on_shipped = delete), ship-figures.c (the figures as the shipper runs,
  * and when they are written), ship-id.c (the transactional.id kept in
  * <spool>/ship/id), ship-kafka.c (the producer and its transactions),
  * ship-readback.c (reading the progress and the records back),

@@ -1,10 +1,10 @@
-/* logctl ship fenced or refused by the cluster. Kafka fences a transactional producer
- * when another one takes its transactional.id, and also when the cluster
- * itself ended a transaction left open past transaction.timeout.ms (it
- * bumps the producer's epoch), as after an outage longer than that. The
- * mock cluster does neither on its own, so the fence is injected: the
- * broker's answer to EndTxn or InitProducerId is PRODUCER_FENCED, the
- * answer either cause gives.
+/* logctl ship fenced or refused by the cluster. Kafka fences a
+ * transactional producer when another one takes its transactional.id, and
+ * also when the cluster itself ended a transaction left open past
+ * transaction.timeout.ms (it bumps the producer's epoch), as after an
+ * outage longer than that. The mock cluster does neither on its own, so
+ * the fence is injected: the broker's answer to EndTxn or InitProducerId
+ * is PRODUCER_FENCED, the answer either cause gives.
  *
  * Fenced once, the shipper goes on with a new producer, and nothing is
  * lost or shipped twice; fenced again within 10 minutes it takes the
@@ -279,7 +279,6 @@ static void test_ship_producer_refused(void **state)
 {
     struct ship_test *t = *state;
     char *status_path = harness_path(t->h.spool, "ship/status.json");
-    char *log_path = harness_path(t->h.dir, "ship.log");
     struct harness_file_needle waiting = { status_path, "\"state\":\"waiting for the brokers\"" };
     struct shipped_cond all = { status_path, 1000 };
     char names[1][32] = { "first" };
@@ -320,7 +319,6 @@ static void test_ship_producer_refused(void **state)
     harness_expect_in(log, "the brokers answer again", "the end of the wait");
     free(log);
     expect_exactly_once(t, names, 1, 1000);
-    free(log_path);
     free(status_path);
 }
 
