@@ -68,7 +68,7 @@ trap 'rm -rf "$work"' EXIT
 spool=$("$bench" --mode layout --shards "$shards" --shard-size "$shard_size" --size "$size" \
     --span "$span" --spool "$work" --daemon /bin/true --logctl "$logctl" 2>"$work/layout.err") ||
     { cat "$work/layout.err" >&2; die "layout failed"; }
-bytes=$(find "$spool/done" -type f -printf "%s\n" | awk '{ s += $1 } END { printf "%d", s }')
+bytes=$(find "$spool/done" -type f -printf "%s\n" | awk '{ s += $1 } END { printf "%.0f", s }')
 "$logctl" cat --spool "$spool" >"$work/records.txt" || die "logctl cat failed"
 records=$(wc -l <"$work/records.txt")
 cat "$spool"/done/* >/dev/null # in the page cache, as after sealing
