@@ -9,7 +9,7 @@
  * object escaped nine names and four strings of the header again for every
  * record, half of the time of cat --json on a big spool. Every other record
  * is built member by member. Both give the same bytes for a client's
- * record (tests/test-shard-v4.c). */
+ * record (tests/test-shard-v4-cat.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>

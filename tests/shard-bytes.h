@@ -1,5 +1,6 @@
 /* Shard bytes built by hand, for the tests of the shard format versions
- * (test-shard-v3.c, test-shard-v4.c): what they share (shard-bytes.c). */
+ * (test-shard-v3.c, shard-v4-file.c) and of what logctl cat shows
+ * (test-cat-syslog.c): what they share (shard-bytes.c). */
 #pragma once
 
 #include <stddef.h>

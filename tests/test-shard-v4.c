@@ -7,14 +7,12 @@
  * without the credentials and their positions; a flipped credential byte
  * (salvage loses that record alone) and bogus length fields; a merged file
  * of versions 1 to 4 read back whole; a growing version 4 shard followed
- * with shard_reader_continue. Last, the real logctl cat --meta and --json
- * on such a file: the source and the credentials shown for the syslog
- * shards, a client's records printed exactly as before. */
+ * with shard_reader_continue. The shards are built by hand
+ * (shard-v4-file.c); logctl cat on them is test-shard-v4-cat.c. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,109 +25,11 @@
 
 #include "bytebuf.h"
 #include "shard-bytes.h"
+#include "shard-v4-file.h"
 #include "crc32c.h"
-#include "harness.h"
-#include "json.h"
 #include "shard_format.h"
 
 /* ---- helpers ---- */
-
-static const uint8_t stream_s[SHARD_STREAM_ID_SIZE] = {
-    0x5e, 0x11, 0x02, 0x93, 0x44, 0xa5, 0x06, 0xf7, 0x08, 0x19, 0xaa, 0x3b, 0x0c, 0xdd, 0x0e, 0x9f,
-};
-#define STREAM_S_HEX "5e11029344a506f70819aa3b0cdd0e9f"
-
-#define TS0 1800000000000000000ull /* 2027-01-15T08:00:00Z */
-
-/* A header of version (0 for the default), source and stream (NULL for
- * none). */
-static struct shard_header make_header(const char *producer, uint64_t id, unsigned version,
-                                       unsigned source, const uint8_t *stream,
-                                       uint64_t first_position)
-{
-    struct shard_header h;
-
-    memset(&h, 0, sizeof(h));
-    h.version = (uint16_t)version;
-    h.source = (uint16_t)source;
-    h.uid = 1000;
-    h.gid = 100;
-    h.pid = 4242;
-    h.shard_id = id;
-    h.created_ns = TS0 - 1000 + id;
-    h.producer_len = strlen(producer);
-    memcpy(h.producer, producer, h.producer_len + 1);
-    if (stream)
-        memcpy(h.stream_id, stream, SHARD_STREAM_ID_SIZE);
-    h.first_position = first_position;
-    return h;
-}
-
-/* The sender of record i of the test files: pid 7000 + i, uid and gid
- * 1000 + i % 3. */
-static struct shard_creds creds_of(uint64_t i)
-{
-    struct shard_creds c = {
-        .pid = (uint32_t)(7000 + i),
-        .uid = (uint32_t)(1000 + i % 3),
-        .gid = (uint32_t)(2000 + i % 3),
-    };
-
-    return c;
-}
-
-/* Appends record i ("<tag> <i>"), with the credentials of creds_of(i)
- * when creds; returns its offset. */
-static size_t add_record(struct bytebuf *b, const char *tag, uint64_t i, bool creds)
-{
-    char text[64];
-    size_t off = b->len;
-    int n = snprintf(text, sizeof(text), "%s %" PRIu64, tag, i);
-
-    if (creds) {
-        struct shard_creds c = creds_of(i);
-
-        assert_int_equal(shard_encode_record_creds(
-                             bytebuf_grow(b, shard_record_size((uint32_t)n, true)), text,
-                             (uint32_t)n, TS0 + i, &c),
-                         shard_record_size((uint32_t)n, true));
-    } else {
-        shard_encode_record(bytebuf_grow(b, SHARD_RECORD_HEADER + (size_t)n), text, (uint32_t)n,
-                            TS0 + i);
-    }
-    return off;
-}
-
-static void add_trailer(struct bytebuf *b, size_t shard_start, uint64_t records)
-{
-    struct shard_trailer t = {
-        .shard_len = b->len - shard_start,
-        .records = records,
-        .newest_ns = TS0 + 1000,
-    };
-
-    t.trailer_len = (uint32_t)shard_trailer_size(t.shard_len, 4096);
-    shard_encode_trailer(bytebuf_grow(b, t.trailer_len), &t);
-}
-
-/* A shard of n records "<tag> <i>"; record i carries credentials when bit
- * i of creds_mask is set. Sealed unless seal is false. The offset of record
- * i goes to rec_off[i] (may be NULL). */
-static size_t add_shard(struct bytebuf *b, const struct shard_header *h, const char *tag,
-                        unsigned n, uint32_t creds_mask, bool seal, size_t *rec_off)
-{
-    size_t start = shard_bytes_add_header(b, h);
-
-    for (unsigned i = 0; i < n; i++) {
-        size_t off = add_record(b, tag, i, (creds_mask >> i) & 1u);
-
-        if (rec_off)
-            rec_off[i] = off;
-    }
-    if (seal)
-        add_trailer(b, start, n);
-    return start;
-}
 
 static void expect_header(struct shard_reader *r, uint64_t offset, unsigned version,
                           unsigned source)
@@ -144,9 +44,9 @@ static void expect_header(struct shard_reader *r, uint64_t offset, unsigned vers
     assert_false(it.has_creds);
 }
 
-/* The next item is record i of a shard written by add_shard with tag: the
+/* The next item is record i of a shard written by v4_add_shard with tag: the
  * payload exactly "<tag> <i>" (no credential bytes), the credentials of
- * creds_of(i) when creds, else none, and position. */
+ * v4_creds_of(i) when creds, else none, and position. */
 static void expect_record(struct shard_reader *r, uint64_t offset, const char *tag, uint64_t i,
                           bool creds, uint64_t position)
 {
@@ -163,7 +63,7 @@ static void expect_record(struct shard_reader *r, uint64_t offset, const char *t
     assert_true(it.position == position);
     assert_int_equal(it.has_creds, creds);
     if (creds) {
-        struct shard_creds c = creds_of(i);
+        struct shard_creds c = v4_creds_of(i);
 
         assert_int_equal(it.creds.pid, c.pid);
         assert_int_equal(it.creds.uid, c.uid);
@@ -200,9 +100,9 @@ static void test_v4_header_round_trip(void **state)
 
     for (size_t i = 0; i < sizeof(sources) / sizeof(sources[0]); i++) {
         for (int with_stream = 0; with_stream <= 1; with_stream++) {
-            struct shard_header h = make_header("sshd.u0", 7, 0, sources[i],
-                                                with_stream ? stream_s : NULL,
-                                                with_stream ? 99 : 0);
+            struct shard_header h = v4_make_header("sshd.u0", 7, 0, sources[i],
+                                                   with_stream ? stream_s : NULL,
+                                                   with_stream ? 99 : 0);
             struct shard_header got;
             unsigned char b[SHARD_HEADER_MAX], again[SHARD_HEADER_MAX];
             const char *why = NULL;
@@ -252,8 +152,8 @@ static void test_v4_header_round_trip(void **state)
 
         memset(name, 'p', 64);
         name[64] = '\0';
-        h = make_header(name, UINT64_MAX, 0, SHARD_SOURCE_SYSLOG_DATAGRAM, stream_s,
-                        SHARD_POSITION_LIMIT - 1);
+        h = v4_make_header(name, UINT64_MAX, 0, SHARD_SOURCE_SYSLOG_DATAGRAM, stream_s,
+                           SHARD_POSITION_LIMIT - 1);
         assert_int_equal(SHARD_HEADER_MAX, 138);
         assert_int_equal(shard_encode_header(b, &h), SHARD_HEADER_MAX);
         assert_int_equal(shard_decode_header(b, SHARD_HEADER_MAX, &got, &why), 0);
@@ -271,8 +171,8 @@ static void test_client_writes_as_before(void **state)
     (void)state;
 
     for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
-        struct shard_header client = make_header("app", 9, versions[i], 0, stream_s, 5);
-        struct shard_header syslog = make_header("app", 9, versions[i], 1, stream_s, 5);
+        struct shard_header client = v4_make_header("app", 9, versions[i], 0, stream_s, 5);
+        struct shard_header syslog = v4_make_header("app", 9, versions[i], 1, stream_s, 5);
         unsigned char b[SHARD_HEADER_MAX];
         unsigned want = versions[i] == 3 ? 3 : 2;
 
@@ -287,7 +187,7 @@ static void test_client_writes_as_before(void **state)
     /* Version 3's bytes are exactly version 3's layout: the name right
      * after the stream fields, no source. */
     {
-        struct shard_header h = make_header("app", 9, 3, 0, stream_s, 5);
+        struct shard_header h = v4_make_header("app", 9, 3, 0, stream_s, 5);
         unsigned char b[SHARD_HEADER_MAX];
 
         assert_int_equal(shard_encode_header(b, &h), 73);
@@ -302,8 +202,8 @@ static void test_old_versions_read_as_client(void **state)
     (void)state;
 
     for (unsigned v = 1; v <= 3; v++) {
-        struct shard_header h = make_header("old.prod", 3, v == 3 ? 3 : 2, 0,
-                                            v == 3 ? stream_s : NULL, v == 3 ? 8 : 0);
+        struct shard_header h = v4_make_header("old.prod", 3, v == 3 ? 3 : 2, 0,
+                                               v == 3 ? stream_s : NULL, v == 3 ? 8 : 0);
         struct shard_header got;
         unsigned char b[SHARD_HEADER_MAX];
         const char *why = NULL;
@@ -320,7 +220,7 @@ static void test_old_versions_read_as_client(void **state)
 
 static void test_v4_header_refused(void **state)
 {
-    struct shard_header h = make_header("cron.u0", 7, 0, 1, stream_s, 10);
+    struct shard_header h = v4_make_header("cron.u0", 7, 0, 1, stream_s, 10);
     unsigned char good[SHARD_HEADER_MAX], b[SHARD_HEADER_MAX];
     size_t size = shard_encode_header(good, &h);
     (void)state;
@@ -473,20 +373,20 @@ static void test_record_creds_layout(void **state)
  * length and count right. */
 static void test_records_round_trip(void **state)
 {
-    struct shard_header dgram = make_header("cron.u0", 1, 0, 1, NULL, 0);
-    struct shard_header strm = make_header("logger", 2, 0, 2, stream_s, 300);
+    struct shard_header dgram = v4_make_header("cron.u0", 1, 0, 1, NULL, 0);
+    struct shard_header strm = v4_make_header("logger", 2, 0, 2, stream_s, 300);
     const uint32_t mask = 0x2D; /* 0, 2, 3, 5 carry credentials */
     size_t r1[7], r2[7];
     struct bytebuf b = { 0 };
     struct shard_reader *r = NULL;
     struct shard_item it;
-    size_t s1 = add_shard(&b, &dgram, "dgram", 7, mask, true, r1);
+    size_t s1 = v4_add_shard(&b, &dgram, "dgram", 7, mask, true, r1);
     size_t end1, s2;
     int fd;
     (void)state;
 
     end1 = b.len;
-    s2 = add_shard(&b, &strm, "strm", 7, ~mask, true, r2);
+    s2 = v4_add_shard(&b, &strm, "strm", 7, ~mask, true, r2);
     fd = shard_bytes_memfd(b.p, b.len);
     assert_int_equal(shard_reader_new(&r, fd), 0);
 
@@ -538,12 +438,12 @@ static void test_records_round_trip(void **state)
  * keep their positions, the trailer counts it. */
 static void test_flipped_credential_byte(void **state)
 {
-    struct shard_header h = make_header("cron.u0", 1, 0, 1, stream_s, 50);
-    struct shard_header next = make_header("next.u0", 2, 0, 1, NULL, 0);
+    struct shard_header h = v4_make_header("cron.u0", 1, 0, 1, stream_s, 50);
+    struct shard_header next = v4_make_header("next.u0", 2, 0, 1, NULL, 0);
     size_t rec[4], rn[2];
     struct bytebuf b = { 0 };
-    size_t s1 = add_shard(&b, &h, "dgram", 4, 0xF, true, rec);
-    size_t s2 = add_shard(&b, &next, "next", 2, 0x1, true, rn);
+    size_t s1 = v4_add_shard(&b, &h, "dgram", 4, 0xF, true, rec);
+    size_t s2 = v4_add_shard(&b, &next, "next", 2, 0x1, true, rn);
     (void)state;
 
     for (unsigned victim = 0; victim < 4; victim++) {
@@ -627,8 +527,8 @@ static void expect_resync(const struct bytebuf *b, const size_t *rec, size_t s2,
  * resynchronises at the next shard). */
 static void test_bogus_length_fields(void **state)
 {
-    struct shard_header h = make_header("cron.u0", 1, 0, 1, NULL, 0);
-    struct shard_header next = make_header("next.u0", 2, 0, 1, NULL, 0);
+    struct shard_header h = v4_make_header("cron.u0", 1, 0, 1, NULL, 0);
+    struct shard_header next = v4_make_header("next.u0", 2, 0, 1, NULL, 0);
     static const uint32_t fields[] = {
         7u | 0x40000000u,
         7u | 0x20000000u,
@@ -643,8 +543,8 @@ static void test_bogus_length_fields(void **state)
     uint32_t saved;
     (void)state;
 
-    add_shard(&b, &h, "dgram", 3, 0x3, true, rec); /* 0 and 1 with, 2 without */
-    s2 = add_shard(&b, &next, "next", 2, 0x1, true, rn);
+    v4_add_shard(&b, &h, "dgram", 3, 0x3, true, rec); /* 0 and 1 with, 2 without */
+    s2 = v4_add_shard(&b, &next, "next", 2, 0x1, true, rn);
 
     saved = wire_get_u32(b.p + rec[1]);
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
@@ -683,8 +583,8 @@ static void test_bogus_length_fields(void **state)
     /* In a version 3 shard a record with credentials is impossible, even
      * with a matching CRC. */
     {
-        struct shard_header v3 = make_header("app", 3, 3, 0, stream_s, 0);
-        struct shard_header after = make_header("next.u0", 4, 0, 1, NULL, 0);
+        struct shard_header v3 = v4_make_header("app", 3, 3, 0, stream_s, 0);
+        struct shard_header after = v4_make_header("next.u0", 4, 0, 1, NULL, 0);
         struct bytebuf c = { 0 };
         struct shard_reader *r = NULL;
         struct shard_item it;
@@ -694,10 +594,10 @@ static void test_bogus_length_fields(void **state)
         size_t start = shard_bytes_add_header(&c, &v3), bad, s;
         int fd;
 
-        add_record(&c, "app", 0, false);
-        bad = add_record(&c, "app", 1, true);
-        add_trailer(&c, start, 2);
-        s = add_shard(&c, &after, "next", 2, 0x1, true, rn);
+        v4_add_record(&c, "app", 0, false);
+        bad = v4_add_record(&c, "app", 1, true);
+        v4_add_trailer(&c, start, 2);
+        s = v4_add_shard(&c, &after, "next", 2, 0x1, true, rn);
         fd = shard_bytes_memfd(c.p, c.len);
         assert_int_equal(shard_reader_new(&r, fd), 0);
         expect_header(r, start, 3, SHARD_SOURCE_CLIENT);
@@ -721,22 +621,22 @@ static void test_bogus_length_fields(void **state)
  * credentials. */
 static void test_merged_versions(void **state)
 {
-    struct shard_header v2 = make_header("alpha", 1, 2, 0, NULL, 0);
-    struct shard_header v3 = make_header("beta", 2, 3, 0, stream_s, 20);
-    struct shard_header v4d = make_header("cron.u0", 3, 0, 1, NULL, 0);
-    struct shard_header v4s = make_header("gamma", 4, 0, 2, stream_s, 23);
-    struct shard_header v4x = make_header("later.u0", 5, 0, 9, NULL, 0);
-    struct shard_header v1 = make_header("delta", 6, 0, 0, NULL, 0);
+    struct shard_header v2 = v4_make_header("alpha", 1, 2, 0, NULL, 0);
+    struct shard_header v3 = v4_make_header("beta", 2, 3, 0, stream_s, 20);
+    struct shard_header v4d = v4_make_header("cron.u0", 3, 0, 1, NULL, 0);
+    struct shard_header v4s = v4_make_header("gamma", 4, 0, 2, stream_s, 23);
+    struct shard_header v4x = v4_make_header("later.u0", 5, 0, 9, NULL, 0);
+    struct shard_header v1 = v4_make_header("delta", 6, 0, 0, NULL, 0);
     size_t ra[2], rb[3], rc[4], rd[2], rx[1], re[2];
     struct bytebuf b = { 0 };
     struct shard_reader *r = NULL;
     struct shard_item it;
-    size_t sa = add_shard(&b, &v2, "a", 2, 0, true, ra);
-    size_t sb = add_shard(&b, &v3, "b", 3, 0, true, rb);
-    size_t sc = add_shard(&b, &v4d, "c", 4, 0x5, true, rc);
-    size_t sd = add_shard(&b, &v4s, "d", 2, 0x2, true, rd);
-    size_t sx = add_shard(&b, &v4x, "x", 1, 0x1, true, rx);
-    size_t se = add_shard(&b, &v1, "e", 2, 0, false, re);
+    size_t sa = v4_add_shard(&b, &v2, "a", 2, 0, true, ra);
+    size_t sb = v4_add_shard(&b, &v3, "b", 3, 0, true, rb);
+    size_t sc = v4_add_shard(&b, &v4d, "c", 4, 0x5, true, rc);
+    size_t sd = v4_add_shard(&b, &v4s, "d", 2, 0x2, true, rd);
+    size_t sx = v4_add_shard(&b, &v4x, "x", 1, 0x1, true, rx);
+    size_t se = v4_add_shard(&b, &v1, "e", 2, 0, false, re);
     int fd;
     (void)state;
 
@@ -788,11 +688,11 @@ static void append_bytes(int fd, const unsigned char *p, size_t len)
  * record comes out once, whole, with its credentials. */
 static void test_follow_v4(void **state)
 {
-    struct shard_header h = make_header("cron.u0", 1, 0, 1, stream_s, 70);
+    struct shard_header h = v4_make_header("cron.u0", 1, 0, 1, stream_s, 70);
     size_t rec[5];
     struct bytebuf b = { 0 };
     struct shard_reader *r = NULL;
-    size_t start = add_shard(&b, &h, "dgram", 5, 0x1B, true, rec);
+    size_t start = v4_add_shard(&b, &h, "dgram", 5, 0x1B, true, rec);
     int fd = memfd_create("shard-v4-follow", MFD_CLOEXEC);
     unsigned got_records = 0, got_headers = 0, got_trailers = 0;
     (void)state;
@@ -820,7 +720,7 @@ static void test_follow_v4(void **state)
                 assert_int_equal(it.len, strlen(text));
                 assert_memory_equal(it.payload, text, it.len);
                 assert_int_equal(it.has_creds, creds);
-                assert_int_equal(it.creds.pid, creds ? creds_of(i).pid : 0);
+                assert_int_equal(it.creds.pid, creds ? v4_creds_of(i).pid : 0);
                 assert_true(it.position == 70 + i);
             } else {
                 assert_int_equal(it.kind, SHARD_ITEM_TRAILER);
@@ -845,153 +745,6 @@ static void test_follow_v4(void **state)
     free(b.p);
 }
 
-/* ---- logctl cat ---- */
-
-/* Writes b to dir/name and returns the path (to free). */
-static char *write_file(struct harness *h, const char *name, const struct bytebuf *b)
-{
-    char *path = harness_path(h->dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, b->p, b->len), (ssize_t)b->len);
-    assert_int_equal(close(fd), 0);
-    return path;
-}
-
-/* The file of the cat tests: a client's version 3 shard and a version 2
- * one, a syslog datagram shard with and without credentials, a syslog
- * stream shard with a stream, and a shard of a source logctl does not
- * know. */
-static char *cat_file(struct harness *h)
-{
-    struct shard_header client = make_header("app", 1, 3, 0, stream_s, 500);
-    struct shard_header plain = make_header("plain", 2, 2, 0, NULL, 0);
-    struct shard_header dgram = make_header("cron.u1001", 3, 0, 1, NULL, 0);
-    struct shard_header strm = make_header("logger", 4, 0, 2, stream_s, 9);
-    struct shard_header other = make_header("later.u0", 5, 0, 7, NULL, 0);
-    struct bytebuf b = { 0 };
-    char *path;
-
-    add_shard(&b, &client, "app", 2, 0, true, NULL);
-    add_shard(&b, &plain, "plain", 1, 0, true, NULL);
-    add_shard(&b, &dgram, "dgram", 2, 0x1, true, NULL);
-    add_shard(&b, &strm, "strm", 1, 0, true, NULL);
-    add_shard(&b, &other, "other", 1, 0x1, true, NULL);
-    path = write_file(h, "v4.lsm", &b);
-    free(b.p);
-    return path;
-}
-
-/* What --meta adds for a syslog record whose payload is not a syslog
- * message (no PRI): every field of the message absent. */
-#define NO_SYSLOG_FIELDS "facility=- severity=- identifier=- procid=- hostname=- time=- "
-
-static void test_cat_meta(void **state)
-{
-    struct harness *h = *state;
-    char *file = cat_file(h);
-    struct harness_run r = harness_run_logctl(h, "cat", "--meta", file, NULL);
-    /* Client shards: exactly the lines of before version 4. */
-    static const char want[] =
-        "app 2027-01-15T08:00:00.000000Z 0000000000000001 " STREAM_S_HEX " 500 app 0\n"
-        "app 2027-01-15T08:00:00.000000Z 0000000000000001 " STREAM_S_HEX " 501 app 1\n"
-        "plain 2027-01-15T08:00:00.000000Z 0000000000000002 - - plain 0\n"
-        "cron.u1001 2027-01-15T08:00:00.000000Z 0000000000000003 - - "
-        "source=syslog-datagram pid=7000 uid=1000 gid=2000 " NO_SYSLOG_FIELDS "dgram 0\n"
-        "cron.u1001 2027-01-15T08:00:00.000000Z 0000000000000003 - - "
-        "source=syslog-datagram pid=- uid=- gid=- " NO_SYSLOG_FIELDS "dgram 1\n"
-        "logger 2027-01-15T08:00:00.000000Z 0000000000000004 " STREAM_S_HEX " 9 "
-        "source=syslog-stream pid=- uid=- gid=- " NO_SYSLOG_FIELDS "strm 0\n"
-        "later.u0 2027-01-15T08:00:00.000000Z 0000000000000005 - - "
-        "source=7 pid=7000 uid=1000 gid=2000 other 0\n";
-
-    harness_expect_code(&r, 0, "cat --meta");
-    assert_string_equal(r.out, want);
-    harness_run_free(&r);
-
-    /* Without --meta the payload alone, credentials never in it. */
-    r = harness_run_logctl(h, "cat", file, NULL);
-    harness_expect_code(&r, 0, "cat");
-    assert_string_equal(r.out, "app 0\napp 1\nplain 0\ndgram 0\ndgram 1\nstrm 0\nother 0\n");
-    harness_run_free(&r);
-    free(file);
-}
-
-static void test_cat_json(void **state)
-{
-    struct harness *h = *state;
-    char *file = cat_file(h);
-    struct harness_run r = harness_run_logctl(h, "cat", "--json", file, NULL);
-    static const char client_line[] =
-        "{\"producer\":\"app\",\"uid\":1000,\"gid\":100,\"pid\":4242,"
-        "\"time\":\"2027-01-15T08:00:00.000000000Z\",\"shard\":\"0000000000000001\","
-        "\"stream\":\"" STREAM_S_HEX "\",\"position\":500,\"payload\":\"app 0\"}\n"
-        "{\"producer\":\"app\",\"uid\":1000,\"gid\":100,\"pid\":4242,"
-        "\"time\":\"2027-01-15T08:00:00.000000001Z\",\"shard\":\"0000000000000001\","
-        "\"stream\":\"" STREAM_S_HEX "\",\"position\":501,\"payload\":\"app 1\"}\n"
-        /* The next shard's own header fields, without a stream. */
-        "{\"producer\":\"plain\",\"uid\":1000,\"gid\":100,\"pid\":4242,"
-        "\"time\":\"2027-01-15T08:00:00.000000000Z\",\"shard\":\"0000000000000002\","
-        "\"stream\":null,\"position\":null,\"payload\":\"plain 0\"}\n";
-    static const struct {
-        const char *source; /* NULL: no member */
-        long pid;           /* -1: credentials null */
-        const char *payload;
-    } want[] = {
-        { NULL, 0, "app 0" },
-        { NULL, 0, "app 1" },
-        { NULL, 0, "plain 0" },
-        { "syslog-datagram", 7000, "dgram 0" },
-        { "syslog-datagram", -1, "dgram 1" },
-        { "syslog-stream", -1, "strm 0" },
-        { "7", 7000, "other 0" },
-    };
-    char *line, *nl;
-    size_t n = 0;
-
-    harness_expect_code(&r, 0, "cat --json");
-    /* A client's objects are byte for byte what they were, from one shard
-     * and the next. */
-    if (strncmp(r.out, client_line, strlen(client_line)) != 0)
-        fail_msg("cat --json printed:\n%s", r.out);
-    for (line = r.out; (nl = strchr(line, '\n')) != NULL; line = nl + 1, n++) {
-        struct json_value *v = NULL;
-        const struct json_value *source, *creds;
-        const char *why = NULL;
-        size_t off;
-
-        assert_true(n < sizeof(want) / sizeof(want[0]));
-        assert_int_equal(json_parse(line, (size_t)(nl - line), &v, &why, &off), 0);
-        assert_string_equal(json_get_str(v, "payload", ""), want[n].payload);
-        source = json_get(v, "source");
-        creds = json_get(v, "credentials");
-        if (!want[n].source) {
-            assert_null(source);
-            assert_null(creds);
-        } else {
-            assert_non_null(source);
-            assert_string_equal(json_get_str(v, "source", ""), want[n].source);
-            assert_non_null(creds);
-            if (want[n].pid < 0) {
-                assert_int_equal(creds->type, JSON_NULL);
-            } else {
-                assert_int_equal(creds->type, JSON_OBJECT);
-                assert_true(json_get_u64(creds, "pid", 0) == (uint64_t)want[n].pid);
-                assert_true(json_get_u64(creds, "uid", 0) == 1000);
-                assert_true(json_get_u64(creds, "gid", 0) == 2000);
-            }
-            /* The members come before the payload, after the position. */
-            assert_true(strstr(line, "\"position\":") < strstr(line, "\"source\":"));
-            assert_true(strstr(line, "\"credentials\":") < strstr(line, "\"payload\":"));
-        }
-        json_value_free(v);
-    }
-    assert_int_equal(n, sizeof(want) / sizeof(want[0]));
-    harness_run_free(&r);
-    free(file);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1006,8 +759,6 @@ int main(void)
         cmocka_unit_test(test_bogus_length_fields),
         cmocka_unit_test(test_merged_versions),
         cmocka_unit_test(test_follow_v4),
-        cmocka_unit_test_setup_teardown(test_cat_meta, harness_setup, harness_teardown),
-        cmocka_unit_test_setup_teardown(test_cat_json, harness_setup, harness_teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
