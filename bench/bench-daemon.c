@@ -98,7 +98,13 @@ static void exec_daemon(const struct bench_daemon *d, pid_t bench_pid, const cha
     static const char *const drop[] = { "LISTEN_FDS",    "LISTEN_PID",   "LISTEN_FDNAMES",
                                         "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM" };
 
-    if (setpgid(0, 0) < 0 || bench_child_setup(bench_pid) < 0)
+    /* systemd starts every service in a session of its own (setsid), and
+     * where the kernel groups tasks by session for the scheduler
+     * (autogroup), the daemon then shares the CPU with the producers'
+     * session as a whole, not with each producer: the bench places it the
+     * same way unless told to leave it in the bench's session. Either way
+     * it is in a process group of its own, which the bench can signal. */
+    if ((d->shared_session ? setpgid(0, 0) : setsid()) < 0 || bench_child_setup(bench_pid) < 0)
         _exit(127);
     if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0 ||
         dup2(log_fd, STDERR_FILENO) < 0)

@@ -232,8 +232,10 @@ void bench_print_table(FILE *out, const struct bench_report *r)
         fprintf(out, "daemon: already running at %s (its CPU, memory and syncs are unknown)\n",
                 r->socket);
     else
-        fprintf(out, "daemon: %s, started for each run with --config %s\n",
-                r->daemon_path, r->daemon_config ? r->daemon_config : "/dev/null");
+        fprintf(out, "daemon: %s, started for each run with --config %s, in %s\n",
+                r->daemon_path, r->daemon_config ? r->daemon_config : "/dev/null",
+                r->shared_session ? "the bench's session (--shared-session)"
+                                  : "a session of its own");
     if (r->merge_mode)
         fprintf(out, "logctl: %s\n", r->logctl_path);
     for (size_t k = 0; k < r->n_series; k++)
@@ -302,6 +304,11 @@ void bench_print_json(FILE *out, const struct bench_report *r)
         fputs("null", out);
     else
         json_string(out, r->daemon_path);
+    fprintf(out, ",\"daemon_session\":");
+    if (r->external)
+        fputs("null", out);
+    else
+        json_string(out, r->shared_session ? "shared" : "own");
     fprintf(out, ",\"socket\":");
     if (r->external)
         json_string(out, r->socket);

@@ -65,6 +65,7 @@ struct cmdline {
     uint64_t span_s;      /* with shards: the records' times cover this many seconds */
     bool layout_only;     /* --mode layout: lay the shards out, keep them, time nothing */
     const char *daemon_config; /* --daemon-config: the daemon's --config */
+    bool shared_session;  /* --shared-session: the daemon in the bench's session */
 };
 
 static void usage(FILE *out)
@@ -82,6 +83,11 @@ static void usage(FILE *out)
             "  --daemon-config F   the configuration file the daemon starts with (default:\n"
             "                      none, every key at its default), e.g. one that sets\n"
             "                      [sync] sync_method\n"
+            "  --shared-session    start the daemon in the bench's own session, with its\n"
+            "                      producers, instead of in a session of its own as\n"
+            "                      systemd starts a service (where the kernel shares the\n"
+            "                      CPU between sessions, the daemon's share then falls\n"
+            "                      as producers grow)\n"
             "  --socket PATH       drive an already running daemon instead; its CPU,\n"
             "                      memory and syncs are then unknown\n"
             "  --producers P       producer processes (default 4)\n"
@@ -201,7 +207,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
     enum {
         OPT_DAEMON = 256, OPT_SOCKET, OPT_LOGCTL, OPT_PRODUCERS, OPT_RECORDS, OPT_SIZE,
         OPT_FLUSH_EVERY, OPT_BUFFER, OPT_FSYNC, OPT_REPEAT, OPT_SPOOL, OPT_KEEP, OPT_MODE, OPT_TIMEOUT,
-        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE, OPT_SPAN, OPT_DAEMON_CONFIG,
+        OPT_JSON, OPT_SHARDS, OPT_SHARD_SIZE, OPT_SPAN, OPT_DAEMON_CONFIG, OPT_SHARED_SESSION,
     };
     static const struct option opts[] = {
         { "daemon", required_argument, NULL, OPT_DAEMON },
@@ -223,6 +229,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         { "shard-size", required_argument, NULL, OPT_SHARD_SIZE },
         { "span", required_argument, NULL, OPT_SPAN },
         { "daemon-config", required_argument, NULL, OPT_DAEMON_CONFIG },
+        { "shared-session", no_argument, NULL, OPT_SHARED_SESSION },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -238,6 +245,7 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         case OPT_LOGCTL: c->logctl = optarg; break;
         case OPT_SPOOL: c->spool_base = optarg; break;
         case OPT_KEEP: c->keep = true; break;
+        case OPT_SHARED_SESSION: c->shared_session = true; break;
         case OPT_JSON: c->json = true; break;
         case OPT_PRODUCERS:
             r = parse_number(optarg, false, 1, 4096, &v);
@@ -323,6 +331,8 @@ static int parse_cmdline(int argc, char **argv, struct cmdline *c)
         return usage_error("%s", "with --socket, --fsync names the one policy the daemon runs");
     if (c->socket && c->daemon_config)
         return usage_error("%s", "--daemon-config configures a daemon the bench starts, not --socket");
+    if (c->socket && c->shared_session)
+        return usage_error("%s", "--shared-session places a daemon the bench starts, not --socket");
     if (c->socket && c->keep)
         return usage_error("%s", "--keep keeps a spool the bench made; with --socket there is none");
     return 1;
@@ -459,6 +469,7 @@ static int run_once(const struct cmdline *c, const char *daemon_path, const char
 
     bench_daemon_init(&d);
     d.config = c->daemon_config;
+    d.shared_session = c->shared_session;
     r = bench_make_tempdir(c->spool_base, &run->dir);
     if (r < 0) {
         snprintf(why, why_len, "cannot make a temp directory in %s: %s (see --spool)",
@@ -727,6 +738,7 @@ int main(int argc, char **argv)
             .external = c.socket != NULL,
             .daemon_path = daemon_path,
             .daemon_config = c.daemon_config,
+            .shared_session = c.shared_session,
             .socket = c.socket,
             .logctl_path = logctl_path,
             .producers = c.producers,

@@ -106,6 +106,7 @@ struct bench_daemon {
     char *log_path;       /* <dir>/daemon.log: the daemon's stderr */
     char *status;         /* the STATUS= sent with READY=1, or NULL */
     const char *config;   /* the daemon's --config; NULL: /dev/null (every default) */
+    bool shared_session;  /* true: in the bench's session; false: a session of its own */
 };
 
 /* What the daemon said and used when it exited after SIGTERM. */
@@ -271,6 +272,7 @@ struct bench_report {
     bool external;         /* --socket: a daemon the bench did not start */
     const char *daemon_path;
     const char *daemon_config; /* --daemon-config, NULL: /dev/null */
+    bool shared_session;   /* --shared-session */
     const char *socket;
     const char *logctl_path;
     unsigned producers;

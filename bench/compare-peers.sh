@@ -51,6 +51,13 @@
 #   DROP_CACHES=0|1  1: after writing back what the last run left (always
 #                    done), drop the page cache before every run (default 0;
 #                    see settle())
+#   DAEMON_SESSION=own|shared
+#                    own (default): every daemon, the peers too, runs in a
+#                    session of its own, as systemd starts a service; shared:
+#                    in this script's session, with the producers (where the
+#                    kernel shares the CPU between sessions, see autogroup in
+#                    sched(7), this weighs the daemon against each producer
+#                    rather than against all of them)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -68,6 +75,12 @@ fi
 TMPBASE=${TMPBASE:-/var/tmp}
 PEER_CACHE=${PEER_CACHE:-/var/cache/logshard-compare-peers}
 FLUSH_EVERY=${FLUSH_EVERY:-64}
+DAEMON_SESSION=${DAEMON_SESSION:-own}
+case $DAEMON_SESSION in
+    own) SESSION=(setsid) BENCH_SESSION=() ;;
+    shared) SESSION=() BENCH_SESSION=(--shared-session) ;;
+    *) echo "compare-peers: DAEMON_SESSION=$DAEMON_SESSION: own or shared" >&2; exit 2 ;;
+esac
 TIMEOUT=${TIMEOUT:-600}
 RESULTS=${RESULTS:-}
 read -r -a SYSTEMS <<< "${SYSTEMS:-logshard rsyslog syslog-ng}"
@@ -337,7 +350,7 @@ run_peer() {
             -e "s|@MAXMSG@|$(peer_max_message "$s" 8192)|g" \
             -e "s|@SYNC@|$([[ $mode == durable ]] && echo on || echo off)|g" \
             "$HERE/rsyslog.conf.in" > "$conf"
-        env --default-signal "${RSYSLOG_ENV[@]}" "$RSYSLOGD" -n -f "$conf" -i "$d/pid" \
+        env --default-signal "${RSYSLOG_ENV[@]}" "${SESSION[@]}" "$RSYSLOGD" -n -f "$conf" -i "$d/pid" \
             "${RSYSLOG_ARGS[@]}" > "$d/daemon.log" 2>&1 &
     else
         conf=$d/syslog-ng.conf
@@ -346,7 +359,7 @@ run_peer() {
             -e "s|@FSYNC@|$([[ $mode == durable ]] && echo yes || echo no)|g" \
             -e "s|@MAXMSG@|$(peer_max_message "$s" 65536)|g" \
             "$HERE/syslog-ng.conf.in" > "$conf"
-        env --default-signal "${SYSLOGNG_ENV[@]}" "$SYSLOGNG" -F -f "$conf" -p "$d/pid" \
+        env --default-signal "${SYSLOGNG_ENV[@]}" "${SESSION[@]}" "$SYSLOGNG" -F -f "$conf" -p "$d/pid" \
             -R "$d/persist" -c "$d/ctl" "${SYSLOGNG_ARGS[@]}" > "$d/daemon.log" 2>&1 &
     fi
     DAEMON_PID=$!
@@ -391,7 +404,7 @@ run_logshard() {
     local w=$1 n=$2 p=${WL_P[$w]} s=${WL_S[$w]} mode=${WL_MODE[$w]}
     local fs fe json kept i cnt
     if [[ $mode == durable ]]; then fs=batch fe=$FLUSH_EVERY; else fs=none fe=0; fi
-    if ! json=$("$BENCH" --daemon "$LOGSHARDD" --producers "$p" --records "$n" --size "$s" \
+    if ! json=$("$BENCH" "${BENCH_SESSION[@]+"${BENCH_SESSION[@]}"}" --daemon "$LOGSHARDD" --producers "$p" --records "$n" --size "$s" \
                   --fsync "$fs" --flush-every "$fe" --spool "$WORK" --keep --json \
                   --timeout "$TIMEOUT"); then
         die "logshard-bench failed (${WL_LABEL[$w]})"
@@ -425,7 +438,7 @@ run_logshard_syslog() {
     local d out input=(--syslog-stream-socket) dgram=() i cpu rss bad
     d=$(mktemp -d "$WORK/logshard-syslog.XXXXXX")
     if [[ $mode == dgram ]]; then input=(--syslog-socket) dgram=(--datagram); fi
-    env --default-signal "$LOGSHARDD" --config /dev/null --spool "$d/spool" --socket "$d/producers.sock" \
+    env --default-signal "${SESSION[@]}" "$LOGSHARDD" --config /dev/null --spool "$d/spool" --socket "$d/producers.sock" \
         --admin-socket "$d/admin.sock" --fsync none "${input[@]}" "$d/sock" \
         > "$d/daemon.log" 2>&1 &
     DAEMON_PID=$!
