@@ -12,6 +12,12 @@
  *   rtt ID MS                      broker ID delays its responses by MS
  *   topic NAME PARTITIONS          creates a topic
  *   errors API COUNT ERROR         the next COUNT requests of API fail
+ *   leader TOPIC PARTITION ID      broker ID leads the partition (-1: none;
+ *                                  a topic not there yet is made, with
+ *                                  PARTITION + 1 partitions)
+ *   coordinator TYPE KEY ID        broker ID coordinates the transactional
+ *                                  id (TYPE transaction) or consumer group
+ *                                  (TYPE group) KEY
  *   quit                           ends (as do end of file, SIGTERM, SIGINT)
  *
  * An ID of -1 means every broker, as in librdkafka's own calls.
@@ -367,6 +373,54 @@ static int cmd_errors(struct mock *m, char **argv, struct why *why)
     return 0;
 }
 
+static int cmd_leader(struct mock *m, char **argv, struct why *why)
+{
+    char what[MAX_TOPIC_NAME + 64];
+    long partition = 0; /* set unless parsing fails; -O3 cannot tell */
+    int32_t id = 0;
+    int r;
+
+    if (!valid_topic_name(argv[1]))
+        return fail_why(why, -EINVAL,
+                        "topic name '%.*s' is not 1 to %d of [a-zA-Z0-9._-] (nor . or ..)",
+                        MAX_TOPIC_NAME, argv[1], MAX_TOPIC_NAME);
+    r = parse_arg("partition", argv[2], 0, MAX_PARTITIONS - 1, &partition, why);
+    if (r < 0)
+        return r;
+    r = parse_broker(m, argv[3], &id, why);
+    if (r < 0)
+        return r;
+    snprintf(what, sizeof(what), "moving the leader of %s [%ld] to broker %d", argv[1],
+             partition, (int)id);
+    /* 2.0.2 makes a topic that does not exist yet, with PARTITION + 1
+     * partitions rather than its default; a partition beyond those of a
+     * topic that exists is refused. */
+    return mock_result(rd_kafka_mock_partition_set_leader(m->cluster, argv[1], (int32_t)partition,
+                                                          id),
+                       why, what);
+}
+
+static int cmd_coordinator(struct mock *m, char **argv, struct why *why)
+{
+    char what[96];
+    int32_t id = 0; /* set unless parse_broker fails; -O3 cannot tell */
+    int r;
+
+    if (strcmp(argv[1], "transaction") != 0 && strcmp(argv[1], "group") != 0)
+        return fail_why(why, -EINVAL, "coordinator type '%.64s' is neither transaction nor group",
+                        argv[1]);
+    r = parse_broker(m, argv[3], &id, why);
+    if (r < 0)
+        return r;
+    /* Not -1: a coordinator is one broker. */
+    if (id < 1)
+        return fail_why(why, -ERANGE, "coordinator %s: a coordinator is one broker, 1..%d",
+                        argv[3], m->brokers);
+    snprintf(what, sizeof(what), "moving the %s coordinator to broker %d", argv[1], (int)id);
+    return mock_result(rd_kafka_mock_coordinator_set(m->cluster, argv[1], argv[2], id), why,
+                       what);
+}
+
 static const struct command {
     const char *name;
     int argc; /* with the command's own name */
@@ -378,6 +432,8 @@ static const struct command {
     { "rtt", 3, "rtt ID MS", cmd_rtt },
     { "topic", 3, "topic NAME PARTITIONS", cmd_topic },
     { "errors", 4, "errors API COUNT ERROR", cmd_errors },
+    { "leader", 4, "leader TOPIC PARTITION ID", cmd_leader },
+    { "coordinator", 4, "coordinator TYPE KEY ID", cmd_coordinator },
     { "quit", 1, "quit", NULL },
 };
 
@@ -395,7 +451,8 @@ static int run_line(struct mock *m, char *line, bool *quit, struct why *why)
         argv[argc++] = tok;
     }
     if (argc == 0)
-        return fail_why(why, -EINVAL, "empty line (commands: down, up, rtt, topic, errors, quit)");
+        return fail_why(why, -EINVAL, "empty line (commands: down, up, rtt, topic, errors, "
+                                      "leader, coordinator, quit)");
 
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         const struct command *c = &commands[i];
@@ -411,7 +468,7 @@ static int run_line(struct mock *m, char *line, bool *quit, struct why *why)
         return c->run(m, argv, why);
     }
     return fail_why(why, -EINVAL, "unknown command '%.64s' (commands: down, up, rtt, topic, "
-                                  "errors, quit)", argv[0]);
+                                  "errors, leader, coordinator, quit)", argv[0]);
 }
 
 /* Writes one answer line and flushes it, since the other end waits for it.

@@ -6,7 +6,9 @@ real logshardd; `logctl ship --follow` ships to librdkafka's mock cluster
 (tests/kafka-mock, the Kafka protocol over TCP). Round after round, at
 random: broker requests refused with Kafka errors of every kind the
 shipper meets (retriable, abortable, fatal, fencing), brokers down and up,
-slow brokers, the shipper killed with SIGKILL or stopped with SIGSTOP for
+partition leaders and the transaction coordinator moved to another broker,
+partitions left without a leader for a while, slow brokers, the shipper
+killed with SIGKILL or stopped with SIGSTOP for
 seconds, the daemon killed with SIGKILL and started again, and shards
 rotated and merged with --delete. A shipper that exits is started again,
 as logshard-ship.service would be. At the end a last `logctl ship` ships
@@ -29,6 +31,11 @@ import tempfile
 import time
 
 PRODUCERS = ["alpha", "beta", "gamma", "delta"]
+BROKERS = 3
+# The mock's partitions of an auto-created topic (kafka-mock.c), and the
+# shipper's progress topic (its default name, docs/SHIP.md).
+PARTITIONS = 4
+PROGRESS_TOPIC = "logshard-ship-progress"
 ERRORS = {
     "Produce": ["NOT_LEADER_FOR_PARTITION", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS",
                 "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "OUT_OF_ORDER_SEQUENCE_NUMBER",
@@ -85,10 +92,15 @@ class Chaos:
 
     # ---- the programs ----
     def start_mock(self):
-        self.mock = subprocess.Popen([os.environ["KAFKA_MOCK"], "--brokers", "3"],
+        self.mock = subprocess.Popen([os.environ["KAFKA_MOCK"], "--brokers", str(BROKERS)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      preexec_fn=default_signals)
         self.brokers = self.mock.stdout.readline().strip()
+        # The topics as the shipper's first Metadata request would make
+        # them, made now: moving a leader of a topic not there yet would
+        # make it, with fewer partitions.
+        for topic in [f"logs.{name}" for name in PRODUCERS] + [PROGRESS_TOPIC]:
+            self.mock_command(f"topic {topic} {PARTITIONS}")
 
     def mock_command(self, line):
         self.mock.stdin.write(line + "\n")
@@ -147,24 +159,59 @@ class Chaos:
                                    "its error is above") from None
             self.sent[name] += count
 
+    def move(self, n):
+        """What a cluster does when a broker is replaced or rebalanced: the
+        leaders of a topic's partitions move, or the shipper's transaction
+        coordinator does, or a partition has no leader for a while."""
+        rng = self.rng
+        what = rng.random()
+        topic = rng.choice([f"logs.{name}" for name in PRODUCERS] + [PROGRESS_TOPIC])
+        if what < 0.4:
+            broker = rng.randint(1, BROKERS)
+            print(f"round {n}: every partition of {topic} led by broker {broker}", flush=True)
+            for partition in range(PARTITIONS):
+                self.mock_command(f"leader {topic} {partition} {broker}")
+        elif what < 0.7:
+            partition = rng.randrange(PARTITIONS)
+            print(f"round {n}: {topic} [{partition}] without a leader for a while", flush=True)
+            self.mock_command(f"leader {topic} {partition} -1")
+            time.sleep(rng.uniform(0.1, 1.5))
+            self.mock_command(f"leader {topic} {partition} {rng.randint(1, BROKERS)}")
+        else:
+            # The id the first shipper made for the spool (ship-id.c).
+            try:
+                with open(os.path.join(self.spool, "ship", "id")) as f:
+                    txid = f.read().strip()
+            except FileNotFoundError:
+                txid = ""
+            if not txid:
+                print(f"round {n}: no transactional id made yet; nothing moved", flush=True)
+                return
+            broker = rng.randint(1, BROKERS)
+            print(f"round {n}: the transaction coordinator of {txid} moves to broker {broker}",
+                  flush=True)
+            self.mock_command(f"coordinator transaction {txid} {broker}")
+
     # ---- one round ----
     def round(self, n):
         rng = self.rng
         for name in PRODUCERS:
             self.send(name, rng.randint(50, 2 * self.records // self.rounds))
         act = rng.random()
-        if act < 0.55:
+        if act < 0.51:
             api = rng.choice(sorted(ERRORS))
             err = rng.choice(ERRORS[api])
             count = rng.randint(1, 5)
             print(f"round {n}: the next {count} {api} requests fail with {err}", flush=True)
             self.mock_command(f"errors {api} {count} {err}")
-        elif act < 0.63:
-            broker = rng.randint(1, 3)
+        elif act < 0.59:
+            broker = rng.randint(1, BROKERS)
             print(f"round {n}: broker {broker} down for a while", flush=True)
             self.mock_command(f"down {broker}")
             time.sleep(rng.uniform(0.1, 1.5))
             self.mock_command(f"up {broker}")
+        elif act < 0.63:
+            self.move(n)
         elif act < 0.69:
             print(f"round {n}: every broker 300 ms slow for a while", flush=True)
             self.mock_command("rtt -1 300")

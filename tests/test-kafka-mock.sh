@@ -9,6 +9,7 @@
 #     that kcat produces to and consumes from t1 as before;
 #   - after "errors Produce 3 NOT_LEADER_FOR_PARTITION", kcat meets the
 #     three errors, retries, and delivers every line exactly once;
+#   - "leader" moves a partition's leader where kcat -L sees it;
 #   - malformed commands are answered "error: ...", "quit" is answered "ok"
 #     and ends the mock with status 0, as do end of input and SIGTERM.
 #
@@ -279,6 +280,21 @@ grep -q 'topic "t4" with 8 partitions' "$tmp/meta-t4" ||
     fail "'topic t4 8' made: $(grep 'topic "t4"' "$tmp/meta-t4")"
 expect_ok "errors EndTxn 1 CONCURRENT_TRANSACTIONS"
 expect_ok "errors FindCoordinator 1 COORDINATOR_NOT_AVAILABLE"
+# Leaders moved, as kcat sees them: partition 5 of t4 to each broker in turn.
+for b in 1 2 3; do
+    expect_ok "leader t4 5 $b"
+    "$KCAT" -L -b "$B" -t t4 >"$tmp/meta-t4" 2>&1 || fail "kcat -L -t t4: $(tail -n 3 "$tmp/meta-t4")"
+    grep -q "partition 5, leader $b," "$tmp/meta-t4" ||
+        fail "'leader t4 5 $b' left: $(grep 'partition 5,' "$tmp/meta-t4")"
+done
+expect_error "leader t4 8 1"
+expect_error "leader t4 5 9"
+expect_error "leader bad/name 0 1"
+expect_error "leader t4 x 1"
+expect_ok "coordinator transaction some-shipper 2"
+expect_ok "coordinator group some-group 3"
+expect_error "coordinator transaction some-shipper -1"
+expect_error "coordinator broker some-shipper 1"
 
 expect_ok "quit"
 wait_exit "quit"
