@@ -5,7 +5,8 @@ Four producers (`logctl send`, restart-proof through liblogshard) feed a
 real logshardd; `logctl ship --follow` ships to librdkafka's mock cluster
 (tests/kafka-mock, the Kafka protocol over TCP). Round after round, at
 random: broker requests refused with Kafka errors of every kind the
-shipper meets (retriable, abortable, fatal, fencing), brokers down and up,
+shipper meets (retriable, abortable, fatal, fencing), brokers down and up
+(one, or all of them),
 partition leaders and the transaction coordinator moved to another broker,
 partitions left without a leader for a while, slow brokers, the shipper
 killed with SIGKILL or stopped with SIGSTOP for
@@ -198,18 +199,23 @@ class Chaos:
         for name in PRODUCERS:
             self.send(name, rng.randint(50, 2 * self.records // self.rounds))
         act = rng.random()
-        if act < 0.51:
+        if act < 0.48:
             api = rng.choice(sorted(ERRORS))
             err = rng.choice(ERRORS[api])
             count = rng.randint(1, 5)
             print(f"round {n}: the next {count} {api} requests fail with {err}", flush=True)
             self.mock_command(f"errors {api} {count} {err}")
-        elif act < 0.59:
+        elif act < 0.55:
             broker = rng.randint(1, BROKERS)
             print(f"round {n}: broker {broker} down for a while", flush=True)
             self.mock_command(f"down {broker}")
             time.sleep(rng.uniform(0.1, 1.5))
             self.mock_command(f"up {broker}")
+        elif act < 0.59:
+            print(f"round {n}: every broker down for a while", flush=True)
+            self.mock_command("down -1")
+            time.sleep(rng.uniform(0.1, 3))
+            self.mock_command("up -1")
         elif act < 0.63:
             self.move(n)
         elif act < 0.69:
