@@ -281,6 +281,16 @@ static int mock_result(rd_kafka_resp_err_t err, struct why *why, const char *wha
                     rd_kafka_err2name(err));
 }
 
+/* 0, or -EINVAL with why saying what a topic name may be. */
+static int check_topic_name(const char *name, struct why *why)
+{
+    if (valid_topic_name(name))
+        return 0;
+    return fail_why(why, -EINVAL,
+                    "topic name '%.*s' is not 1 to %d of [a-zA-Z0-9._-] (nor . or ..)",
+                    MAX_TOPIC_NAME, name, MAX_TOPIC_NAME);
+}
+
 static int cmd_updown(struct mock *m, char **argv, struct why *why)
 {
     bool up = strcmp(argv[0], "up") == 0;
@@ -318,10 +328,9 @@ static int cmd_topic(struct mock *m, char **argv, struct why *why)
     long partitions = 0; /* set unless parse_arg fails; -O3 cannot tell */
     int r;
 
-    if (!valid_topic_name(argv[1]))
-        return fail_why(why, -EINVAL,
-                        "topic name '%.*s' is not 1 to %d of [a-zA-Z0-9._-] (nor . or ..)",
-                        MAX_TOPIC_NAME, argv[1], MAX_TOPIC_NAME);
+    r = check_topic_name(argv[1], why);
+    if (r < 0)
+        return r;
     r = parse_arg("partition count", argv[2], 1, MAX_PARTITIONS, &partitions, why);
     if (r < 0)
         return r;
@@ -380,10 +389,9 @@ static int cmd_leader(struct mock *m, char **argv, struct why *why)
     int32_t id = 0;
     int r;
 
-    if (!valid_topic_name(argv[1]))
-        return fail_why(why, -EINVAL,
-                        "topic name '%.*s' is not 1 to %d of [a-zA-Z0-9._-] (nor . or ..)",
-                        MAX_TOPIC_NAME, argv[1], MAX_TOPIC_NAME);
+    r = check_topic_name(argv[1], why);
+    if (r < 0)
+        return r;
     r = parse_arg("partition", argv[2], 0, MAX_PARTITIONS - 1, &partition, why);
     if (r < 0)
         return r;
@@ -437,11 +445,23 @@ static const struct command {
     { "quit", 1, "quit", NULL },
 };
 
+/* "down, up, ...": every command's name, for the messages that list them. */
+static const char *command_names(char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]) && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? ", " : "", commands[i].name);
+    return buf;
+}
+
 /* Runs one line. Returns 0 after "ok", -errno after "error:" (both are
  * answered in why or by the caller); *quit is set by "quit". */
 static int run_line(struct mock *m, char *line, bool *quit, struct why *why)
 {
     char *argv[5];
+    char names[128];
     int argc = 0;
     char *save = NULL;
 
@@ -451,8 +471,8 @@ static int run_line(struct mock *m, char *line, bool *quit, struct why *why)
         argv[argc++] = tok;
     }
     if (argc == 0)
-        return fail_why(why, -EINVAL, "empty line (commands: down, up, rtt, topic, errors, "
-                                      "leader, coordinator, quit)");
+        return fail_why(why, -EINVAL, "empty line (commands: %s)",
+                        command_names(names, sizeof(names)));
 
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         const struct command *c = &commands[i];
@@ -467,8 +487,8 @@ static int run_line(struct mock *m, char *line, bool *quit, struct why *why)
         }
         return c->run(m, argv, why);
     }
-    return fail_why(why, -EINVAL, "unknown command '%.64s' (commands: down, up, rtt, topic, "
-                                  "errors, leader, coordinator, quit)", argv[0]);
+    return fail_why(why, -EINVAL, "unknown command '%.64s' (commands: %s)", argv[0],
+                    command_names(names, sizeof(names)));
 }
 
 /* Writes one answer line and flushes it, since the other end waits for it.

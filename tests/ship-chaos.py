@@ -160,6 +160,14 @@ class Chaos:
                                    "its error is above") from None
             self.sent[name] += count
 
+    def for_a_while(self, n, what, start, end, longest, shortest=0.1):
+        """Round n: the mock command start, then, after shortest to longest
+        seconds, end."""
+        print(f"round {n}: {what} for a while", flush=True)
+        self.mock_command(start)
+        time.sleep(self.rng.uniform(shortest, longest))
+        self.mock_command(end)
+
     def move(self, n):
         """What a cluster does when a broker is replaced or rebalanced: the
         leaders of a topic's partitions move, or the shipper's transaction
@@ -174,10 +182,10 @@ class Chaos:
                 self.mock_command(f"leader {topic} {partition} {broker}")
         elif what < 0.7:
             partition = rng.randrange(PARTITIONS)
-            print(f"round {n}: {topic} [{partition}] without a leader for a while", flush=True)
-            self.mock_command(f"leader {topic} {partition} -1")
-            time.sleep(rng.uniform(0.1, 1.5))
-            self.mock_command(f"leader {topic} {partition} {rng.randint(1, BROKERS)}")
+            broker = rng.randint(1, BROKERS)
+            self.for_a_while(n, f"{topic} [{partition}] without a leader",
+                             f"leader {topic} {partition} -1",
+                             f"leader {topic} {partition} {broker}", 1.5)
         else:
             # The id the first shipper made for the spool (ship-id.c).
             try:
@@ -207,22 +215,14 @@ class Chaos:
             self.mock_command(f"errors {api} {count} {err}")
         elif act < 0.55:
             broker = rng.randint(1, BROKERS)
-            print(f"round {n}: broker {broker} down for a while", flush=True)
-            self.mock_command(f"down {broker}")
-            time.sleep(rng.uniform(0.1, 1.5))
-            self.mock_command(f"up {broker}")
+            self.for_a_while(n, f"broker {broker} down", f"down {broker}", f"up {broker}", 1.5)
         elif act < 0.59:
-            print(f"round {n}: every broker down for a while", flush=True)
-            self.mock_command("down -1")
-            time.sleep(rng.uniform(0.1, 3))
-            self.mock_command("up -1")
+            self.for_a_while(n, "every broker down", "down -1", "up -1", 3)
         elif act < 0.63:
             self.move(n)
         elif act < 0.69:
-            print(f"round {n}: every broker 300 ms slow for a while", flush=True)
-            self.mock_command("rtt -1 300")
-            time.sleep(rng.uniform(0.2, 1.0))
-            self.mock_command("rtt -1 0")
+            self.for_a_while(n, "every broker 300 ms slow", "rtt -1 300", "rtt -1 0", 1.0,
+                             shortest=0.2)
         elif act < 0.77:
             print(f"round {n}: SIGKILL the shipper", flush=True)
             self.ship.kill()
