@@ -348,6 +348,13 @@ void seal_start(struct shard *s)
         finish_later(s, 0, NULL);
         return;
     }
+    if (s->records_appended == 0) {
+        /* Made when its connection was welcomed (session.c), it never got
+         * a record: nothing to keep, and an empty shard in done/ would only
+         * say that a connection came and went. */
+        discard(s, "no record reached it");
+        return;
+    }
     if (s->sync_error && !shard_syncs_each_write(s)) {
         log_error("active/%s: an fdatasync failed after records were acknowledged; "
                   "moving it to quarantine/ rather than vouch for it",
@@ -368,6 +375,13 @@ void seal_start(struct shard *s)
         discard(s, s->sync_error && keep < s->size_written
                        ? "no fdatasync ever proved its header durable"
                        : "its header was never written whole");
+        return;
+    }
+    if (shard_records_kept(s) == 0) {
+        /* Its header went out with no record (the file is made when its
+         * connection is welcomed), and none of its records followed it:
+         * an empty shard in done/ would say nothing. */
+        discard(s, "none of its records was written");
         return;
     }
     memset(&t, 0, sizeof(t));

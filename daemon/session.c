@@ -122,6 +122,14 @@ static void on_shard_failed(void *owner, struct shard *sh, int err)
 {
     struct session *s = owner;
 
+    if (sh == s->current && sh->records_appended == 0) {
+        /* The file made at the welcome (open_first_shard) failed before
+         * any record: not the producer's failure yet. The shard is removed
+         * at its seal; the first record makes another and hears why, as it
+         * would have without the early file. */
+        session_retire_current(s);
+        return;
+    }
     session_ack_cap(s, sh);
     if (sh->create_error)
         session_fail(s, (uint32_t)-err,
@@ -513,6 +521,19 @@ static int claim_stream(struct session *s, const struct wire_hello *h)
     return 0;
 }
 
+/* Makes the connection's first shard file while the WELCOME is on its
+ * way, rather than when the first record arrives: that record would wait
+ * in memory for the create (a directory entry and an inode, slower still
+ * in a directory where many files come and go), and a thousand producers
+ * that start together would queue their creates behind each other's
+ * records. A shard that never gets a record is removed at its seal
+ * (seal.c), as if it had never been made. A failure here is not yet the
+ * connection's: its first record tries again and says why. */
+static void open_first_shard(struct session *s)
+{
+    (void)session_ensure_shard(s);
+}
+
 /* Welcomes a connection that waits for its stream once the stream is
  * quiet: what it is told is then sealed, so nothing still in flight can
  * land after it. */
@@ -539,6 +560,7 @@ static void try_resume(struct session *s)
                  s->hello_position);
     s->resume_wait = false;
     list_del(&s->resume_node);
+    open_first_shard(s);
     set_out(s, OUT_WELCOME);
     session_pump(s);
 }
@@ -624,6 +646,7 @@ void session_handle_hello(struct session *s, const unsigned char *payload, size_
     }
     s->stream_start = 0;
     session_set_state(s, SESSION_STREAMING);
+    open_first_shard(s);
     set_out(s, OUT_WELCOME);
     log_debug("producer %s connected (conn %" PRIu64 ", pid %d, uid %u), protocol version 1",
               s->producer, s->id, (int)s->cred.pid, (unsigned)s->cred.uid);
@@ -755,7 +778,9 @@ size_t session_rotate(struct daemon *d, const char *producer, size_t *ret_busy)
     list_for_each_safe(n, tmp, &d->sessions) {
         struct session *s = list_entry(n, struct session, node);
 
-        if (!session_said_hello(s) || !s->current)
+        /* A shard without records (made at the welcome) has nothing to
+         * seal: the next record would make a new one all the same. */
+        if (!session_said_hello(s) || !s->current || s->current->records_appended == 0)
             continue;
         if (producer && strcmp(s->producer, producer) != 0)
             continue;

@@ -732,6 +732,12 @@ void shard_sealed(struct shard *s, int err)
          * file never created has nowhere to go. */
         if (s->fd < 0)
             break;
+        if (s->records_appended == 0) {
+            /* A connection that sent nothing: no news for the operator. */
+            log_debug("removed active/%s of producer %s: no record reached it", s->tmp_name,
+                      s->producer);
+            break;
+        }
         log_warning("removed active/%s of producer %s instead of sealing it: %s (%s), so it "
                     "holds no record; nothing of it goes to done/",
                     s->tmp_name, s->producer, seal_discard_why(&s->seal),

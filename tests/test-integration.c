@@ -478,6 +478,59 @@ static void test_sigterm_with_connected_producers(void **state)
     free(text);
 }
 
+/* For harness_wait_for: spool/<sub> holds want files. */
+struct file_count {
+    const struct harness *h;
+    const char *sub;
+    size_t want;
+};
+
+static bool has_file_count(void *arg)
+{
+    const struct file_count *c = arg;
+
+    return harness_count_files(c->h, c->sub, "") == c->want;
+}
+
+/* A connection's shard file is made when it is welcomed, before its first
+ * record; one that sends nothing leaves nothing in done/, a rotate passes
+ * it by, and one that sends a record afterwards has it in its shard. */
+static void test_first_shard_before_records(void **state)
+{
+    struct harness *h = *state;
+    logshard_opts quiet_opts = { .socket_path = h->sock, .producer = "quiet" };
+    logshard_opts late_opts = { .socket_path = h->sock, .producer = "late" };
+    logshard *quiet = NULL, *late = NULL;
+    struct file_count two = { h, "active", 2 }, none = { h, "active", 0 };
+    struct harness_run r;
+    size_t len;
+    char *text;
+
+    harness_start(h, NULL);
+    assert_int_equal(logshard_connect_sized(&quiet, &quiet_opts, sizeof(quiet_opts)), 0);
+    assert_int_equal(logshard_connect_sized(&late, &late_opts, sizeof(late_opts)), 0);
+    if (!harness_wait_for(has_file_count, &two, 10000))
+        fail_msg("no shard file in active/ for each of two welcomed connections within 10 s "
+                 "(%zu files)", harness_count_files(h, "active", ""));
+    r = harness_run_logctl(h, "rotate", "--admin-socket", h->admin_sock, NULL);
+    harness_expect_code(&r, 0, "rotate with no record anywhere");
+    harness_run_free(&r);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 0);
+    assert_int_equal(logshard_append(late, "late 0", 6), 0);
+    assert_int_equal(logshard_flush(late, 10000), 0);
+    logshard_close(quiet);
+    logshard_close(late);
+    if (!harness_wait_for(has_file_count, &none, 10000))
+        fail_msg("active/ still holds %zu files 10 s after both connections closed",
+                 harness_count_files(h, "active", ""));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_false(harness_log_has(h, "instead of sealing it"));
+    text = harness_merge_and_cat(h, "merged.lsm", &len);
+    assert_string_equal(text, "late 0\n");
+    free(text);
+}
+
 /* A bad config line stops the daemon with FILE:LINE and exit status 2. */
 static void test_bad_config(void **state)
 {
@@ -545,6 +598,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_input, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_oversized_record, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_with_connected_producers, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_first_shard_before_records, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_bad_config, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_socket_in_use_and_stale, harness_setup, harness_teardown),
     };
