@@ -483,7 +483,10 @@ static void start_write(struct shard *s)
     s->write_busy = true;
     s->d->shard_writes_busy++;
     s->write_direct = s->sync == SHARD_SYNC_FLUSH && shard__can_write_direct(s);
-    queue_write(s, s->sync == SHARD_SYNC_EACH_WRITE || s->sync == SHARD_SYNC_FLUSH);
+    /* A header alone (the file is made when its connection is welcomed)
+     * proves nothing to anyone: the sync of the first records covers it. */
+    queue_write(s, (s->sync == SHARD_SYNC_EACH_WRITE && s->inflight.records > 0) ||
+                       s->sync == SHARD_SYNC_FLUSH);
 }
 
 static void fail_shard(struct shard *s, int err)
@@ -508,7 +511,7 @@ static void fail_shard(struct shard *s, int err)
 static void on_write(struct io_req *req, int res)
 {
     struct shard *s = req->data;
-    uint64_t wrote;
+    uint64_t wrote, wrote_records;
 
     assert(s->write_busy && s->state != SHARD_SEALING);
     if (s->write_direct) {
@@ -547,6 +550,7 @@ static void on_write(struct io_req *req, int res)
     s->write_busy = false;
     s->d->shard_writes_busy--;
     wrote = s->inflight.len;
+    wrote_records = s->inflight.records;
     s->size_written += s->inflight.len;
     s->records_written += s->inflight.records;
     if (s->sync == SHARD_SYNC_FLUSH)
@@ -565,7 +569,8 @@ static void on_write(struct io_req *req, int res)
     }
     if (s->sync_wanted && !s->sync_busy)
         queue_sync(s, s->size_written, s->records_written);
-    if (s->sync == SHARD_SYNC_SHARED || (s->sync == SHARD_SYNC_FLUSH && req->direct))
+    if ((s->sync == SHARD_SYNC_SHARED && wrote_records > 0) ||
+        (s->sync == SHARD_SYNC_FLUSH && req->direct))
         join_group_sync(s);
     if (s->sync == SHARD_SYNC_FLUSH)
         shard__prepare_ahead(s, wrote);
