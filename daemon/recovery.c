@@ -355,6 +355,30 @@ static int seal_file(struct recovery *rec, const struct candidate *c, int fd,
     return 0;
 }
 
+/* A header and no record: the daemon makes a connection's first shard
+ * file when it welcomes the connection, so every connection that had sent
+ * nothing when the daemon stopped leaves one. Sealed, it would put an empty
+ * shard in done/ for each; it holds nothing, so it goes. What follows the
+ * header was never acknowledged: zeros are said, other bytes warned about. */
+static int remove_recordless(struct recovery *rec, const struct candidate *c,
+                             const struct scan *s)
+{
+    if (unlinkat(rec->active_fd, c->tmp_name, 0) < 0)
+        return fail_file(rec, c->tmp_name, "cannot remove it", -errno);
+    rec->sync_active = true;
+    rec->stats.empty_removed++;
+    if (s->why && !s->unwritten)
+        report(rec, RECOVERY_LOG_WARNING,
+               "removed active/%s: a header and no record, then bytes that are none (%s at "
+               "offset %" PRIu64 ")",
+               c->tmp_name, s->why, s->keep_end);
+    else
+        report(rec, RECOVERY_LOG_INFO,
+               "removed active/%s: a header and no record (its connection had sent none)",
+               c->tmp_name);
+    return 0;
+}
+
 /* Handles one temp file. Returns 0 (also when this file failed) or a
  * negative errno that must stop recovery. */
 static int recover_one(struct recovery *rec, const struct candidate *c)
@@ -445,6 +469,8 @@ static int recover_one(struct recovery *rec, const struct candidate *c)
                  s.header.producer, s.header.shard_id);
         return quarantine(rec, c->tmp_name, &st, why);
     }
+    if (s.records == 0 && !s.sealed)
+        return remove_recordless(rec, c, &s);
     return seal_file(rec, c, fd, &s);
 }
 

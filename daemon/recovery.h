@@ -37,7 +37,7 @@ struct recovery_stats {
     uint64_t files_sealed;       /* cut to their valid prefix and sealed into done/ */
     uint64_t files_quarantined;  /* moved to quarantine/ */
     uint64_t duplicates_removed; /* temp names of files already sealed (same inode) */
-    uint64_t empty_removed;      /* empty temp files: created, never written */
+    uint64_t empty_removed;      /* temp files with no record: empty, or a header alone */
     uint64_t files_failed;       /* left in active/ after an I/O error; tried again next start */
     uint64_t files_ignored;      /* other entries of active/, left alone */
     uint64_t records_kept;       /* records in the files sealed */

@@ -524,6 +524,18 @@ static void test_first_shard_before_records(void **state)
         fail_msg("active/ still holds %zu files 10 s after both connections closed",
                  harness_count_files(h, "active", ""));
     assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
+    /* Killed while a connection has sent nothing: the next start removes
+     * its file rather than seal an empty shard. */
+    assert_int_equal(logshard_connect_sized(&quiet, &quiet_opts, sizeof(quiet_opts)), 0);
+    none.want = 1;
+    if (!harness_wait_for(has_file_count, &none, 10000))
+        fail_msg("no shard file in active/ for a welcomed connection within 10 s");
+    (void)harness_stop(h, SIGKILL, 30000);
+    logshard_close(quiet);
+    harness_start(h, NULL);
+    assert_int_equal(harness_count_files(h, "active", ""), 0);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 1);
+    assert_true(harness_log_has(h, "a header and no record (its connection had sent none)"));
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
     assert_false(harness_log_has(h, "instead of sealing it"));
     text = harness_merge_and_cat(h, "merged.lsm", &len);

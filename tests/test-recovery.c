@@ -180,23 +180,48 @@ static void test_zero_tail(void **state)
     }
 }
 
-/* A header alone is a complete shard with no records. */
+/* A header alone (a connection that had sent nothing: its file is made
+ * when it is welcomed) holds no record: it is removed, not sealed, so no
+ * empty shard reaches done/. So is one whose header is followed by zeros;
+ * other bytes after it are warned about. */
 static void test_header_only(void **state)
 {
     struct fixture *f = *state;
+    static const char warned[] = "removed active/quiet.app.000000000000002c.tmp: a header and "
+                                 "no record, then bytes that are none (";
     struct shard_bytes s;
     struct recovery_stats st;
+    unsigned char file[sizeof(s.buf) + 4096];
+    int seen = 0;
 
     build_shard(&s, "quiet.app", 42, 0);
     write_file(f->active_fd, "quiet.app.000000000000002a.tmp", s.buf, s.len);
+    build_shard(&s, "quiet.app", 43, 0);
+    memcpy(file, s.buf, s.len);
+    memset(file + s.len, 0, 4096);
+    write_file(f->active_fd, "quiet.app.000000000000002b.tmp", file, s.len + 4096);
+    build_shard(&s, "quiet.app", 44, 0);
+    memcpy(file, s.buf, s.len);
+    memcpy(file + s.len, "not a record at all, just text..", 32);
+    write_file(f->active_fd, "quiet.app.000000000000002c.tmp", file, s.len + 32);
     run_recovery(f, &st);
     assert_dir_lists(f->active_fd, "");
-    assert_sealed_equals(f->done_fd, "quiet.app.000000000000002a.shard", s.buf, s.len);
-    assert_reads_cleanly(f, "quiet.app.000000000000002a.shard", "quiet.app", 42, 0);
-    assert_stats(&st, 1, 1, 0, 0, 0, 0, 0);
+    assert_dir_lists(f->done_fd, "");
+    assert_int_equal(faccessat(f->spool_fd, "quarantine", F_OK, 0), -1);
+    assert_int_equal(st.empty_removed, 3);
+    assert_stats(&st, 3, 0, 0, 0, 0, 0, 0);
     assert_reported(f, RECOVERY_LOG_INFO,
-                    "recovered active/quiet.app.000000000000002a.tmp into done/: 0 records, "
-                    "nothing cut");
+                    "removed active/quiet.app.000000000000002a.tmp: a header and no record (its "
+                    "connection had sent none)");
+    assert_reported(f, RECOVERY_LOG_INFO,
+                    "removed active/quiet.app.000000000000002b.tmp: a header and no record (its "
+                    "connection had sent none)");
+    for (int i = 0; i < f->nlines; i++)
+        if (strncmp(f->lines[i], warned, strlen(warned)) == 0) {
+            assert_int_equal(f->levels[i], RECOVERY_LOG_WARNING);
+            seen++;
+        }
+    assert_int_equal(seen, 1);
 }
 
 /* The daemon wrote the trailer and was stopped before the rename: the file
