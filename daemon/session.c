@@ -531,6 +531,10 @@ static int claim_stream(struct session *s, const struct wire_hello *h)
  * connection's: its first record tries again and says why. */
 static void open_first_shard(struct session *s)
 {
+    /* Connections that may never send take no more than half of
+     * max_open_shards ahead of time: the rest stays for records. */
+    if (s->d->open_shards >= s->d->config.max_open_shards / 2)
+        return;
     (void)session_ensure_shard(s);
 }
 

@@ -319,6 +319,33 @@ static void test_max_open_shards(void **state)
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
 }
 
+/* Connections that have sent nothing have their first shard made ahead of
+ * time only up to half of max_open_shards: three quiet connections leave
+ * two of four shards for the producers that send records. */
+static void test_quiet_connections_leave_shards(void **state)
+{
+    struct harness *h = *state;
+    logshard_opts o = { .socket_path = h->sock, .producer = "quiet" };
+    logshard *quiet[3] = { NULL }, *busy[2] = { NULL };
+
+    harness_write_config(h, "[limits]\nmax_open_shards = 4\n");
+    harness_start(h, NULL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(logshard_connect(&quiet[i], &o), 0);
+    o.producer = "busy";
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(logshard_connect(&busy[i], &o), 0);
+        assert_int_equal(logshard_append(busy[i], "b", 1), 0);
+        assert_int_equal(logshard_flush(busy[i], 10000), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        logshard_close(busy[i]);
+    for (int i = 0; i < 3; i++)
+        logshard_close(quiet[i]);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 30000));
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 2);
+}
+
 /* Out of descriptors: the daemon pauses accepting, keeps serving, and the
  * connections that waited are served once descriptors are free again. */
 static void test_out_of_descriptors(void **state)
@@ -402,6 +429,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hostile_names_and_symlink, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_allowed_uids, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_max_open_shards, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_quiet_connections_leave_shards, harness_setup,
+                                        harness_teardown),
         cmocka_unit_test_setup_teardown(test_out_of_descriptors, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_soft_fd_limit, harness_setup, harness_teardown),
     };
