@@ -219,6 +219,10 @@ static int append_record(struct shard *s, const void *rec, uint32_t len, uint64_
     s->filling.records++;
     if (s->records_queued == 0)
         s->first_record_ns = timestamp_ns;
+    /* A shard made when its connection was welcomed may have waited long
+     * for this record; its age starts now, or it would be sealed with it. */
+    if (s->records_appended == 0)
+        s->created_mono_ns = now_monotonic_ns();
     s->last_record_ns = timestamp_ns;
     if (timestamp_ns > s->newest_record_ns)
         s->newest_record_ns = timestamp_ns;

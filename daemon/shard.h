@@ -135,7 +135,7 @@ struct shard {
     bool creating;        /* the create is on the ring: nothing is written meanwhile */
     unsigned create_attempts; /* names already taken (EEXIST), of 16 tried */
     int create_error;     /* the file could not be created: negative errno, else 0 */
-    uint64_t created_mono_ns;
+    uint64_t created_mono_ns; /* made, or its first record, if later: max_shard_age runs from here */
     enum shard_sync sync;
 
     uint64_t size_queued;  /* bytes the file will hold once all is written */
