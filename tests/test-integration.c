@@ -2,7 +2,9 @@
  * producer processes that use the real liblogshard, and by raw sockets for
  * the malformed input a library would never send. What comes out is read
  * back through the real logctl merge and logctl cat. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -510,6 +513,26 @@ static bool has_file_count(void *arg)
     return harness_count_files(c->h, c->sub, "") == c->want;
 }
 
+/* For harness_wait_for: a file in spool/active has bytes (a header). */
+static bool active_file_written(void *arg)
+{
+    const struct harness *h = arg;
+    char *path = harness_path(h->spool, "active");
+    DIR *d = opendir(path);
+    struct dirent *de;
+    struct stat st;
+    bool found = false;
+
+    free(path);
+    if (!d)
+        return false;
+    while (!found && (de = readdir(d)) != NULL)
+        found = de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, 0) == 0 &&
+                st.st_size > 0;
+    closedir(d);
+    return found;
+}
+
 /* A connection's shard file is made when it is welcomed, before its first
  * record; one that sends nothing leaves nothing in done/, a rotate passes
  * it by, and one that sends a record afterwards has it in its shard. */
@@ -546,8 +569,10 @@ static void test_first_shard_before_records(void **state)
      * its file rather than seal an empty shard. */
     assert_int_equal(logshard_connect_sized(&quiet, &quiet_opts, sizeof(quiet_opts)), 0);
     none.want = 1;
-    if (!harness_wait_for(has_file_count, &none, 10000))
-        fail_msg("no shard file in active/ for a welcomed connection within 10 s");
+    if (!harness_wait_for(has_file_count, &none, 10000) ||
+        !harness_wait_for(active_file_written, h, 10000))
+        fail_msg("no shard file with its header in active/ for a welcomed connection within "
+                 "10 s");
     (void)harness_stop(h, SIGKILL, 30000);
     logshard_close(quiet);
     harness_start(h, NULL);
