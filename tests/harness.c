@@ -27,7 +27,7 @@
 
 #include "wire.h"
 
-static int64_t now_ms(void)
+int64_t harness_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -159,7 +159,7 @@ void harness_notify_drain(struct harness *h)
 
 size_t harness_notify_wait(struct harness *h, size_t from, const char *needle, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = harness_now_ms() + timeout_ms;
 
     for (;;) {
         struct pollfd p = { .fd = h->notify_fd, .events = POLLIN };
@@ -173,7 +173,7 @@ size_t harness_notify_wait(struct harness *h, size_t from, const char *needle, i
                 return (size_t)((end ? end + 2 : h->notify_log + h->notify_len) - h->notify_log);
             }
         }
-        left = deadline - now_ms();
+        left = deadline - harness_now_ms();
         if (left <= 0)
             return 0;
         (void)poll(&p, 1, (int)left);
@@ -242,13 +242,13 @@ void harness_start(struct harness *h, const char *const *extra)
 
     harness_spawn_with(h, extra);
 
-    deadline = now_ms() + 20000;
+    deadline = harness_now_ms() + 20000;
     while (!ready) {
         struct pollfd p[2] = {
             { .fd = h->notify_fd, .events = POLLIN },
             { .fd = h->daemon_pidfd, .events = POLLIN },
         };
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - harness_now_ms();
         char msg[4096];
         ssize_t len;
 
@@ -466,12 +466,12 @@ size_t harness_count_files(const struct harness *h, const char *sub, const char 
 
 bool harness_wait_for(bool (*cond)(void *arg), void *arg, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = harness_now_ms() + timeout_ms;
 
     for (;;) {
         if (cond(arg))
             return true;
-        if (now_ms() >= deadline)
+        if (harness_now_ms() >= deadline)
             return false;
         poll(NULL, 0, 10);
     }

@@ -151,6 +151,9 @@ struct harness_file_needle {
 };
 bool harness_file_has(void *arg);
 
+/* CLOCK_MONOTONIC in milliseconds, the clock harness_wait_for() counts in. */
+int64_t harness_now_ms(void);
+
 /* Polls cond(arg) every 10 ms until it holds or timeout_ms passes. */
 bool harness_wait_for(bool (*cond)(void *arg), void *arg, int timeout_ms);
 
