@@ -348,23 +348,34 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+/* How much of a shard's end shard_locate_before takes in one read. The
+ * trailer pads to the file system's block, so on one of 4 KiB blocks its
+ * first bytes are in that read too, and so is the header of a shard that
+ * small: one read instead of three for most shards, which is what a time
+ * or producer filter over a spool of many small shards pays per shard. */
+#define LOCATE_WINDOW 4096u
+
 int shard_locate_before(int fd, uint64_t end, uint64_t *ret_start, struct shard_header *ret_header,
                         struct shard_trailer *ret_trailer)
 {
-    unsigned char tail[SHARD_TRAILER_TAIL], head[8], hbuf[SHARD_HEADER_MAX];
+    unsigned char window[LOCATE_WINDOW], head_buf[8], hbuf[SHARD_HEADER_MAX];
+    const unsigned char *tail, *head, *hp;
     struct shard_trailer t;
     struct shard_header h;
     const char *why = NULL;
-    uint64_t start, shard_len;
+    uint64_t start, shard_len, window_start;
     uint32_t trailer_len;
-    size_t hlen;
+    size_t hlen, window_len;
     int r;
 
     if (end > (uint64_t)INT64_MAX || end < SHARD_TRAILER_MIN + shard_header_size(1))
         return -EBADMSG;
-    r = pread_all(fd, tail, sizeof(tail), end - SHARD_TRAILER_TAIL);
+    window_len = end < LOCATE_WINDOW ? (size_t)end : LOCATE_WINDOW;
+    window_start = end - window_len;
+    r = pread_all(fd, window, window_len, window_start);
     if (r < 0)
         return r;
+    tail = window + window_len - SHARD_TRAILER_TAIL;
     /* The tail alone says where the trailer and the shard start; both ends
      * are then checked together, as for a file of one shard. */
     shard_len = wire_get_u64(tail);
@@ -373,17 +384,27 @@ int shard_locate_before(int fd, uint64_t end, uint64_t *ret_start, struct shard_
         shard_len > end - trailer_len)
         return -EBADMSG;
     start = end - trailer_len - shard_len;
-    r = pread_all(fd, head, sizeof(head), start + shard_len);
-    if (r < 0)
-        return r;
+    if (start + shard_len >= window_start) {
+        head = window + (start + shard_len - window_start);
+    } else {
+        r = pread_all(fd, head_buf, sizeof(head_buf), start + shard_len);
+        if (r < 0)
+            return r;
+        head = head_buf;
+    }
     r = shard_decode_trailer_ends(head, tail, end - start, &t, &why);
     if (r < 0)
         return r;
     hlen = shard_len < sizeof(hbuf) ? (size_t)shard_len : sizeof(hbuf);
-    r = pread_all(fd, hbuf, hlen, start);
-    if (r < 0)
-        return r;
-    r = shard_decode_header(hbuf, hlen, &h, &why);
+    if (start >= window_start) {
+        hp = window + (start - window_start);
+    } else {
+        r = pread_all(fd, hbuf, hlen, start);
+        if (r < 0)
+            return r;
+        hp = hbuf;
+    }
+    r = shard_decode_header(hp, hlen, &h, &why);
     if (r < 0)
         return -EBADMSG;
     /* A version 1 shard has no trailer: a marker there is damage. */

@@ -268,12 +268,75 @@ static void test_reader_bad_trailer(void **state)
     free(b.p);
 }
 
+/* shard_locate_before reads the last 4 KiB of what it is given at once and
+ * takes the trailer's first bytes and the header from that read when they
+ * are in it: shards of every size around that boundary, alone and with a
+ * shard in front of them, are located as when every part was read on its
+ * own (a trailer longer than 4,064 bytes, a header before the read, a
+ * shard wholly in it). */
+static void test_locate_every_size(void **state)
+{
+    struct fixture *f = *state;
+    struct shard_header first = make_header("front", 40), h = make_header("swept", 41);
+    int checked_long_trailer = 0, checked_header_in_read = 0, checked_header_before = 0;
+
+    for (uint32_t len = 0; len <= 9000; len += (len < 8300 ? 3 : 97)) {
+        for (int merged = 0; merged < 4; merged++) {
+            /* Trailers padded to 4 KiB blocks, and unpadded ones, which
+             * make shards of every size. */
+            size_t align = merged & 2 ? 1 : 4096;
+            struct bytebuf b = { 0 };
+            struct shard_header got;
+            struct shard_trailer t;
+            uint64_t start = 1, at = 0;
+            int fd;
+
+            if (merged & 1) {
+                add_header(&b, &first);
+                add_record(&b, 40, 0, 10);
+                add_trailer(&b, 0, 1, align);
+                at = b.len;
+            }
+            add_header(&b, &h);
+            add_record(&b, 41, 0, len);
+            add_trailer(&b, at, 1, align);
+            write_file(f->path, b.p, b.len);
+            fd = open(f->path, O_RDONLY | O_CLOEXEC);
+            assert_true(fd >= 0);
+            if (shard_locate_before(fd, b.len, &start, &got, &t) != 0)
+                fail_msg("a shard with a record of %u bytes%s, trailer aligned to %zu, was not "
+                         "located", len, merged & 1 ? " after another" : "", align);
+            assert_int_equal(start, at);
+            assert_int_equal(got.shard_id, h.shard_id);
+            assert_int_equal(got.created_ns, h.created_ns);
+            assert_string_equal(got.producer, "swept");
+            assert_int_equal(t.records, 1);
+            assert_int_equal(t.shard_len + t.trailer_len, b.len - at);
+            if (merged & 1) {
+                assert_int_equal(shard_locate_before(fd, at, &start, &got, &t), 0);
+                assert_int_equal(start, 0);
+                assert_string_equal(got.producer, "front");
+            }
+            checked_long_trailer += t.trailer_len > 4096 - SHARD_TRAILER_TAIL;
+            checked_header_in_read += b.len - at <= 4096;
+            checked_header_before += b.len - at > 4096;
+            close(fd);
+            free(b.p);
+        }
+    }
+    /* Every way through was taken. */
+    assert_true(checked_long_trailer > 0);
+    assert_true(checked_header_in_read > 0);
+    assert_true(checked_header_before > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reader_sealed_shards, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_bad_trailer, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_reader_locate_and_range, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_locate_every_size, setup_dir, teardown_dir),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
