@@ -25,34 +25,44 @@ int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, mode_t *ret_mode)
+int open_regular_stat_at(int dirfd, const char *name, int extra_flags, int *ret_fd,
+                         struct stat *ret_st)
 {
-    struct stat st;
-    int fd, flags;
+    int fd, r;
 
     fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra_flags);
     if (fd < 0)
         return -errno;
-    if (fstat(fd, &st) < 0)
+    if (fstat(fd, ret_st) < 0)
         goto fail;
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(ret_st->st_mode)) {
         (void)close(fd); /* never read from: nothing to report */
-        if (ret_mode)
-            *ret_mode = st.st_mode;
-        return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
+        return S_ISDIR(ret_st->st_mode) ? -EISDIR : -EBADFD;
     }
     /* Only the open had to be non-blocking; reads of a regular file ignore
-     * the flag, but callers may hand the descriptor to code that checks it. */
-    flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+     * the flag, but callers may hand the descriptor to code that checks it.
+     * F_SETFL sets only the flags it can change, of which the open gave
+     * this one and what extra_flags holds: no F_GETFL needed. A caller that
+     * asked for O_NONBLOCK itself keeps it. */
+    if (!(extra_flags & O_NONBLOCK) && fcntl(fd, F_SETFL, extra_flags) < 0)
         goto fail;
     *ret_fd = fd;
     return 0;
 
 fail:
-    flags = -errno;
+    r = -errno;
     (void)close(fd); /* the error above is the one to report */
-    return flags;
+    return r;
+}
+
+int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, mode_t *ret_mode)
+{
+    struct stat st;
+    int r = open_regular_stat_at(dirfd, name, extra_flags, ret_fd, &st);
+
+    if ((r == -EISDIR || r == -EBADFD) && ret_mode)
+        *ret_mode = st.st_mode;
+    return r;
 }
 
 const char *file_type_name(mode_t mode)

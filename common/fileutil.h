@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -22,10 +23,15 @@ ssize_t read_full(int fd, void *buf, size_t len);
  * non-blocking, so a FIFO or a device cannot wedge the caller, and the type
  * is checked on the open descriptor (no race with a rename). extra_flags is
  * or-ed into O_RDONLY|O_CLOEXEC|O_NOCTTY (e.g. O_NOFOLLOW). On success
- * *ret_fd is a blocking descriptor. Returns 0, -EISDIR for a directory,
+ * *ret_fd is a blocking descriptor, unless extra_flags held O_NONBLOCK. Returns 0, -EISDIR for a directory,
  * -EBADFD for any other non-regular file (*ret_mode, when not NULL, then
  * tells which: file_type_name() names it), or the error of openat(2). */
 int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, mode_t *ret_mode);
+
+/* open_regular_at, telling in *ret_st what fstat(2) said of the file: on
+ * success its size and the rest, on -EISDIR or -EBADFD its type. */
+int open_regular_stat_at(int dirfd, const char *name, int extra_flags, int *ret_fd,
+                         struct stat *ret_st);
 
 /* A short name for the file type in mode: "regular file", "directory",
  * "FIFO", "socket", "character device", "block device", "symbolic link". */

@@ -75,12 +75,15 @@ int cat_shard_range(int fd, const char *path, const struct cat_opts *o, bool act
                     uint64_t offset, uint64_t len, int *ret_out_err);
 
 /* Opens the file-th file of a cat_files_in_order() list. Returns 0 with
- * *ret_fd, a new *ret_shown (its name for messages) and *ret_active (a
- * shard being written); 1 when the file is to be passed over in silence
+ * *ret_fd, its size when opened in *ret_size, a new *ret_shown (its name
+ * for messages; NULL when quiet) and *ret_active (a shard being written).
+ * A quiet open says nothing and is for pread(2) only: its descriptor may
+ * be non-blocking. It may be called from several threads at once, for
+ * different files. Returns 1 when the file is to be passed over in silence
  * (gone from the spool since it was listed); or a negative errno, which it
  * reported on standard error unless quiet. */
-typedef int (*cat_open_fn)(void *ctx, size_t file, bool quiet, int *ret_fd, char **ret_shown,
-                           bool *ret_active);
+typedef int (*cat_open_fn)(void *ctx, size_t file, bool quiet, int *ret_fd, uint64_t *ret_size,
+                           char **ret_shown, bool *ret_active);
 
 /* Prints the records of n_files files (cat-order.c) in the order of the
  * list, except that each producer stream's shards, across all of them, are
