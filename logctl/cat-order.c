@@ -175,8 +175,9 @@ static int index_file(size_t file, cat_open_fn open_file, void *ctx, struct unit
 /* Indexing a spool costs a few system calls per file (open, fstat, the
  * reads of the two ends, close), nearly all of it in the kernel: a spool
  * of 65,536 shards of 64 KiB took 0.4 s in one thread. Files are
- * independent, so from this many on they are shared among threads, one a
- * CPU up to INDEX_THREADS_MAX, each taking a run of files in list order. */
+ * independent, so they are shared among threads: one for each
+ * INDEX_PARALLEL_MIN_FILES files, at most one a CPU and INDEX_THREADS_MAX,
+ * each taking a run of files in list order. */
 #define INDEX_PARALLEL_MIN_FILES 1024u
 #define INDEX_THREADS_MAX 8u
 
