@@ -23,9 +23,10 @@ ssize_t read_full(int fd, void *buf, size_t len);
  * non-blocking, so a FIFO or a device cannot wedge the caller, and the type
  * is checked on the open descriptor (no race with a rename). extra_flags is
  * or-ed into O_RDONLY|O_CLOEXEC|O_NOCTTY (e.g. O_NOFOLLOW). On success
- * *ret_fd is a blocking descriptor, unless extra_flags held O_NONBLOCK. Returns 0, -EISDIR for a directory,
- * -EBADFD for any other non-regular file (*ret_mode, when not NULL, then
- * tells which: file_type_name() names it), or the error of openat(2). */
+ * *ret_fd is a blocking descriptor, unless extra_flags held O_NONBLOCK.
+ * Returns 0, -EISDIR for a directory, -EBADFD for any other non-regular
+ * file (*ret_mode, when not NULL, then tells which: file_type_name() names
+ * it), or the error of openat(2). */
 int open_regular_at(int dirfd, const char *name, int extra_flags, int *ret_fd, mode_t *ret_mode);
 
 /* open_regular_at, telling in *ret_st what fstat(2) said of the file: on

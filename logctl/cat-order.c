@@ -216,7 +216,6 @@ static size_t index_threads(size_t n_files)
 static int index_files(size_t n_files, cat_open_fn open_file, void *ctx, struct unit_list *u)
 {
     size_t threads = index_threads(n_files), total = 0;
-    struct index_job one = { .to = n_files, .open_file = open_file, .ctx = ctx };
     struct index_job *jobs = NULL;
     pthread_t *tids = NULL;
     bool *started = NULL;
@@ -234,10 +233,9 @@ static int index_files(size_t n_files, cat_open_fn open_file, void *ctx, struct 
         }
     }
     if (threads == 1) {
-        one.u = *u;
-        index_run(&one);
-        *u = one.u;
-        return one.r;
+        for (size_t i = 0; i < n_files && r == 0; i++)
+            r = index_file(i, open_file, ctx, u);
+        return r;
     }
     for (size_t t = 0; t < threads; t++) {
         jobs[t] = (struct index_job){ .from = n_files * t / threads,

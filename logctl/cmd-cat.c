@@ -312,45 +312,29 @@ int cat_shard_range(int fd, const char *path, const struct cat_opts *o, bool act
 /* Opens name in dir_fd (or the path, with AT_FDCWD) without blocking on
  * anything but a regular file. Returns 0 with *ret_fd and its size in
  * *ret_size, -ENOENT quietly, or another negative errno after saying why,
- * naming it as shown. */
-static int cat_open(int dir_fd, const char *name, const char *shown, int *ret_fd,
+ * naming it as shown. A quiet open says nothing at all and leaves the
+ * descriptor non-blocking: it is a look at the file's ends with pread(2),
+ * which ignores the flag, and one system call fewer for each file of a big
+ * spool. */
+static int cat_open(int dir_fd, const char *name, const char *shown, bool quiet, int *ret_fd,
                     uint64_t *ret_size)
 {
     struct stat st = { 0 };
-    int r = open_regular_stat_at(dir_fd, name, dir_fd == AT_FDCWD ? 0 : O_NOFOLLOW, ret_fd, &st);
-    mode_t mode = st.st_mode;
+    int flags = (dir_fd == AT_FDCWD ? 0 : O_NOFOLLOW) | (quiet ? O_NONBLOCK : 0);
+    int r = open_regular_stat_at(dir_fd, name, flags, ret_fd, &st);
 
-    if (r == -ENOENT && dir_fd != AT_FDCWD)
-        return r;
-    if (r < 0) {
-        fflush(stdout);
-        if (r == -EBADFD || r == -EISDIR)
-            fprintf(stderr, "logctl: cat: %s: not a regular file (%s), skipped\n", shown,
-                    r == -EISDIR ? "directory" : file_type_name(mode));
-        else
-            fprintf(stderr, "logctl: cat: %s: %s\n", shown, strerror(-r));
-        return r;
-    }
-    *ret_size = (uint64_t)st.st_size;
-    return 0;
-}
-
-/* Opens name in dir_fd as cat_open does, or, when quiet, says nothing and
- * leaves the descriptor non-blocking: a quiet open is a look at the file's
- * ends with pread(2), which ignores the flag, and one system call fewer
- * for each file of a big spool. */
-static int open_quietly_or_not(int dir_fd, const char *name, const char *shown, bool quiet,
-                               int *ret_fd, uint64_t *ret_size)
-{
-    struct stat st;
-    int r;
-
-    if (!quiet)
-        return cat_open(dir_fd, name, shown, ret_fd, ret_size);
-    r = open_regular_stat_at(dir_fd, name, (dir_fd == AT_FDCWD ? 0 : O_NOFOLLOW) | O_NONBLOCK,
-                             ret_fd, &st);
-    if (r == 0)
+    if (r == 0) {
         *ret_size = (uint64_t)st.st_size;
+        return 0;
+    }
+    if (quiet || (r == -ENOENT && dir_fd != AT_FDCWD))
+        return r;
+    fflush(stdout);
+    if (r == -EBADFD || r == -EISDIR)
+        fprintf(stderr, "logctl: cat: %s: not a regular file (%s), skipped\n", shown,
+                r == -EISDIR ? "directory" : file_type_name(st.st_mode));
+    else
+        fprintf(stderr, "logctl: cat: %s: %s\n", shown, strerror(-r));
     return r;
 }
 
@@ -361,7 +345,7 @@ static int open_path(void *ctx, size_t file, bool quiet, int *ret_fd, uint64_t *
 {
     char **paths = ctx;
     char *shown = NULL;
-    int r = open_quietly_or_not(AT_FDCWD, paths[file], paths[file], quiet, ret_fd, ret_size);
+    int r = cat_open(AT_FDCWD, paths[file], paths[file], quiet, ret_fd, ret_size);
 
     if (r < 0)
         return r;
@@ -465,8 +449,7 @@ static int open_spool_file(void *ctx, size_t file, bool quiet, int *ret_fd, uint
     if (!quiet && asprintf(&shown, "%s/%s", f->active ? c->active_path : c->done_path,
                            f->name) < 0)
         goto oom;
-    r = open_quietly_or_not(f->active ? c->active_fd : c->done_fd, f->name, shown, quiet, ret_fd,
-                            ret_size);
+    r = cat_open(f->active ? c->active_fd : c->done_fd, f->name, shown, quiet, ret_fd, ret_size);
     if (r == -ENOENT && f->active) {
         char *name = NULL;
 
@@ -480,7 +463,7 @@ static int open_spool_file(void *ctx, size_t file, bool quiet, int *ret_fd, uint
         f->active = false;
         if (!quiet && asprintf(&shown, "%s/%s", c->done_path, name) < 0)
             goto oom;
-        r = open_quietly_or_not(c->done_fd, f->name, shown, quiet, ret_fd, ret_size);
+        r = cat_open(c->done_fd, f->name, shown, quiet, ret_fd, ret_size);
     }
     if (r < 0) {
         free(shown);
