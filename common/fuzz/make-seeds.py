@@ -674,6 +674,67 @@ def stream_positions_seeds():
     return s
 
 
+# ---- seal index ------------------------------------------------------------
+
+# fuzz-seal-index.c takes the bytes of <spool>/done.index (common/seal_index.h):
+# entries of u32 magic "LSIX", u16 entry length (36 + name length), u16 name
+# length, u64 inode, u64 created_ns, u64 newest_ns, the name of a sealed shard
+# (no NUL), and the CRC32C of all bytes before it. The reader takes every good
+# entry and, past anything else, looks for the next magic.
+SEAL_FIXED = 36
+
+
+def seal_entry(name, inode=1, created=1_700_000_000_000_000_000, newest=1_700_000_000_000_000_009,
+               entry_len=None, name_len=None, magic=b"LSIX", bad_crc=False, extra=b""):
+    body = magic + struct.pack("<HHQQQ", SEAL_FIXED + len(name) if entry_len is None else entry_len,
+                               len(name) if name_len is None else name_len,
+                               inode, created, newest) + name + extra
+    c = crc32c(body) ^ (1 if bad_crc else 0)
+    return body + struct.pack("<I", c)
+
+
+def shard_name(producer, shard_id):
+    return b"%s.%016x.shard" % (producer, shard_id)
+
+
+def seal_index_seeds():
+    a = seal_entry(shard_name(b"app", 0xab), inode=12)
+    b = seal_entry(shard_name(b"web-1", 1), inode=13, created=5, newest=6)
+    c = seal_entry(shard_name(b"a.b_c", 2**64 - 1), inode=2**64 - 1, created=0, newest=2**64 - 1)
+    longest = seal_entry(shard_name(b"n" * 64, 7), inode=99)
+    s = {}
+    s["empty"] = b""
+    s["one"] = a
+    s["three"] = a + b + c
+    s["longest-name"] = longest
+    s["torn-tail"] = a + b + c[:len(c) // 2]
+    s["garbage-then-entry"] = b"not an index\n\0\xffLSI" + a
+    s["garbage-between"] = a + b"LSIXLSIX\x01\x02" + b + b"\0" * 7 + c
+    s["damaged-middle"] = a + seal_entry(shard_name(b"web-1", 1), inode=13, bad_crc=True) + c
+    # A later entry for a name replaces an earlier one.
+    s["same-name-twice"] = a + b + seal_entry(shard_name(b"app", 0xab), inode=14, newest=7)
+    # A torn append with later appends behind it, shorter and longer than
+    # what the torn entry announced.
+    s["torn-then-short"] = longest[:20] + a
+    s["torn-then-long"] = longest[:20] + a + b + c
+    s["bad-magic"] = seal_entry(shard_name(b"app", 1), magic=b"LSIY")
+    s["bad-entry-length"] = seal_entry(shard_name(b"app", 1), entry_len=SEAL_FIXED + 1)
+    # The entry length one more than the name asks for, with a byte there
+    # and the CRC after it right: only the lengths rule refuses it.
+    name = shard_name(b"app", 1)
+    s["bad-entry-length-crc-right"] = seal_entry(name, entry_len=SEAL_FIXED + len(name) + 1,
+                                                 extra=b"x")
+    s["bad-name-length"] = seal_entry(shard_name(b"app", 1), name_len=5)
+    s["bad-name-empty"] = seal_entry(b"")
+    s["bad-name-too-long"] = seal_entry(shard_name(b"n" * 65, 1))
+    s["bad-name-nul"] = seal_entry(b"app\0.0000000000000001.shard")
+    s["bad-name-nul-after"] = seal_entry(b"app.0000000000000001.shard\0xyz")
+    s["bad-name-tmp"] = seal_entry(b"app.0000000000000001.tmp")
+    s["bad-name-upper-hex"] = seal_entry(b"app.000000000000000F.shard")
+    s["bad-crc"] = seal_entry(shard_name(b"app", 1), bad_crc=True)
+    return s
+
+
 def write(target, seeds):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -693,6 +754,7 @@ def main():
     write("json", json_seeds())
     write("spool-names", spool_names_seeds())
     write("stream-positions", stream_positions_seeds())
+    write("seal-index", seal_index_seeds())
     with open(os.path.join(HERE, "fuzz-config.dict"), "w") as f:
         f.write(config_dict())
     with open(os.path.join(HERE, "fuzz-json.dict"), "w") as f:
