@@ -125,6 +125,7 @@ struct daemon {
      * by input; -1 where an input binds its own path. */
     struct passed_sockets passed;
     struct metrics *metrics;
+    struct seal_index_writer *seal_index; /* seal-index.c's; NULL when off */
     uint64_t start_mono_ns;
     uint64_t start_real_ns;
 

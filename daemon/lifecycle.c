@@ -33,6 +33,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "seal-index.h"
 #include "session.h"
 #include "streams.h"
 #include "shard.h"
@@ -231,6 +232,7 @@ void lifecycle_maybe_finish(struct daemon *d)
     notify_stop(d);
     stats_stop(d);
     metrics_stop(d);
+    seal_index_stop(d);
     budget_stop(d);
     log_info("all shards sealed (%" PRIu64 " records in %" PRIu64 " shards, %" PRIu64
              " syncs this run); exiting",

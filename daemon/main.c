@@ -39,6 +39,7 @@
 #include "notify.h"
 #include "read-turns.h"
 #include "recovery.h"
+#include "seal-index.h"
 #include "session.h"
 #include "shard.h"
 #include "spool.h"
@@ -375,6 +376,8 @@ static int run(struct daemon *d)
     (void)uv_signal_start(&d->sighup, on_sighup, SIGHUP);
     uv_unref((uv_handle_t *)&d->sighup);
     lifecycle_start(d);
+    if (seal_index_start(d) < 0)
+        log_error("%s/done.index: out of memory; it is not kept", d->config.spool);
 
     stats_start(d);
     /* Without the admin socket the daemon still does its main job; an

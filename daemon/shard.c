@@ -24,6 +24,7 @@
 #include "log.h"
 #include "notify.h"
 #include "seal.h"
+#include "seal-index.h"
 #include "shard-internal.h"
 #include "shard_format.h"
 #include "streams.h"
@@ -759,6 +760,9 @@ void shard_sealed(struct shard *s, int err)
         break;
     case SEAL_IN_DONE:
         d->stats.shards_sealed++;
+        /* The trailer's newest time, as the seal wrote it. */
+        seal_index_note(d, s->done_name, s->fd, s->created_ns,
+                        s->newest_record_ns ? s->newest_record_ns : s->created_ns);
         log_info("sealed done/%s: %" PRIu64 " records, %" PRIu64 " bytes", s->done_name,
                  shard_records_kept(s), shard_bytes_kept(s));
         break;

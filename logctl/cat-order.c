@@ -45,6 +45,12 @@
  * may be (see above). */
 #define TIME_SLACK_NS (10ull * 1000000000ull)
 
+bool cat_outside_window(const struct cat_opts *o, uint64_t created_ns, uint64_t newest_ns)
+{
+    return newest_ns < o->since_ns ||
+           (created_ns > TIME_SLACK_NS && created_ns - TIME_SLACK_NS > o->until_ns);
+}
+
 struct cat_unit {
     size_t file;
     bool whole;           /* read the whole file from offset 0 */
@@ -311,9 +317,8 @@ int cat_files_in_order(size_t n_files, cat_open_fn open_file, void *ctx,
         const struct cat_unit *x = &u.v[order[k]];
         int rc;
 
-        if (x->sealed && (!cat_wants_producer(o, x->producer) || x->newest_ns < o->since_ns ||
-                          (x->created_ns > TIME_SLACK_NS &&
-                           x->created_ns - TIME_SLACK_NS > o->until_ns)))
+        if (x->sealed && (!cat_wants_producer(o, x->producer) ||
+                          cat_outside_window(o, x->created_ns, x->newest_ns)))
             continue;
 
         /* Shards of one file often follow each other: one open serves them. */

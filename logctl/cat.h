@@ -23,6 +23,11 @@ struct cat_opts {
 /* Whether records of this producer are wanted. */
 bool cat_wants_producer(const struct cat_opts *o, const char *producer);
 
+/* Whether a sealed shard created at created_ns (its header's time), none
+ * of whose records was received after newest_ns (its trailer's), holds no
+ * record --since and --until want (cat-order.c). */
+bool cat_outside_window(const struct cat_opts *o, uint64_t created_ns, uint64_t newest_ns);
+
 /* Prints the record if its producer, time, and for syslog records their
  * severity and identifier, are wanted. Returns 0, or a negative errno when
  * standard output failed. */

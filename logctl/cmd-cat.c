@@ -38,6 +38,7 @@
 #include "cat.h"
 #include "fileutil.h"
 #include "logctl.h"
+#include "seal_index.h"
 #include "shard_format.h"
 #include "spool_names.h"
 
@@ -383,11 +384,13 @@ static int cmp_spool_file(const void *a, const void *b)
 }
 
 /* Adds the shards named in dir_fd (done/, or active/ when active) of the
- * wanted producers to *v. Every name that is a shard's is taken, whatever
- * the file's type: a FIFO or a directory under such a name is reported when
- * its turn comes, not passed over in silence. */
-static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct spool_file **v,
-                    size_t *n, size_t *cap)
+ * wanted producers to *v, but not a shard of done/ whose entry in the seal
+ * index ix (when not NULL) puts it outside the time filters: that one
+ * would only be opened to be passed over. Every other name that is a
+ * shard's is taken, whatever the file's type: a FIFO or a directory under
+ * such a name is reported when its turn comes, not passed over in silence. */
+static int list_dir(int dir_fd, bool active, const struct cat_opts *o,
+                    const struct seal_index *ix, struct spool_file **v, size_t *n, size_t *cap)
 {
     struct dirent *de;
     DIR *dir;
@@ -408,6 +411,12 @@ static int list_dir(int dir_fd, bool active, const struct cat_opts *o, struct sp
             spool_name_parse(de->d_name, active ? SPOOL_TMP : SPOOL_SHARD, &f.parsed) < 0 ||
             !cat_wants_producer(o, f.parsed.producer))
             continue;
+        if (!active && ix) {
+            const struct seal_index_entry *e = seal_index_find(ix, de->d_name, de->d_ino);
+
+            if (e && cat_outside_window(o, e->created_ns, e->newest_ns))
+                continue;
+        }
         if (*n == *cap) {
             struct spool_file *nv = reallocarray(*v, *cap ? *cap * 2 : 32, sizeof(**v));
             if (!nv) {
@@ -479,6 +488,21 @@ oom:
     return -ENOMEM;
 }
 
+/* The spool's seal index, or NULL: without one, or with one that cannot
+ * be read, every shard is opened, as the index only spares work. */
+static struct seal_index *load_seal_index(const char *spool)
+{
+    struct seal_index *ix = NULL;
+    int fd = open(spool, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0)
+        return NULL;
+    if (seal_index_load(fd, &ix) < 0)
+        ix = NULL;
+    (void)close(fd); /* a directory, read-only */
+    return ix;
+}
+
 static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
                      int *ret_out_err)
 {
@@ -487,6 +511,7 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
     _cleanup_close_ int active_fd = -1;
     _cleanup_close_ int done_fd = -1;
     struct spool_file *v = NULL;
+    struct seal_index *ix = NULL;
     size_t n = 0, cap = 0;
     int r;
 
@@ -498,14 +523,16 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
         fprintf(stderr, "logctl: cat: %s: %s\n", done_path, strerror(errno));
         return r;
     }
-    r = list_dir(done_fd, false, o, &v, &n, &cap);
+    if (o->since_ns != 0 || o->until_ns != UINT64_MAX)
+        ix = load_seal_index(spool);
+    r = list_dir(done_fd, false, o, ix, &v, &n, &cap);
     if (r < 0 && r != -ENOMEM) {
         fprintf(stderr, "logctl: cat: %s: cannot list: %s\n", done_path, strerror(-r));
         goto out;
     }
     active_fd = open(active_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (r == 0 && active_fd >= 0) {
-        r = list_dir(active_fd, true, o, &v, &n, &cap);
+        r = list_dir(active_fd, true, o, NULL, &v, &n, &cap);
         if (r < 0 && r != -ENOMEM) {
             fprintf(stderr, "logctl: cat: %s: cannot list: %s\n", active_path, strerror(-r));
             goto out;
@@ -521,6 +548,7 @@ static int cat_spool(const char *spool, const struct cat_opts *o, bool *failed,
         r = cat_files_in_order(n, open_spool_file, &c, o, failed, ret_out_err);
     }
 out:
+    seal_index_free(ix);
     for (size_t i = 0; i < n; i++)
         free(v[i].name);
     free(v);

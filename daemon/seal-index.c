@@ -1,0 +1,338 @@
+/* Appending to the seal index and rewriting it (see the header). */
+#include "seal-index.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fileutil.h"
+#include "log.h"
+#include "seal_index.h"
+
+struct seal_index_writer {
+    struct daemon *d;
+    int fd;          /* the index, open for appending; -1: off until a rewrite */
+    size_t appended; /* entries since the last rewrite */
+    size_t kept;     /* entries the last rewrite kept */
+    bool rewriting;  /* a rewrite runs in the thread pool */
+    bool stopped;    /* freed once the rewrite ends */
+    unsigned char *queued; /* entries of seals during the rewrite */
+    size_t queued_len, queued_cap, queued_entries;
+    char last_error[256];
+};
+
+struct rewrite_job {
+    uv_work_t w;
+    struct seal_index_writer *x;
+    int spool_fd, done_fd;
+    size_t kept;
+    int err;
+    char why[200];
+};
+
+#ifdef LOGSHARD_FAULT_INJECTION
+/* Test builds: LOGSHARD_FAULTS=small_seal_index rewrites the index after 8
+ * seals instead of SEAL_INDEX_REWRITE_MIN, so a test sees rewrites at run
+ * time without sealing thousands of shards. */
+static size_t rewrite_min(void)
+{
+    static size_t min;
+
+    if (min == 0) {
+        const char *env = getenv("LOGSHARD_FAULTS");
+        min = env && strstr(env, "small_seal_index") ? 8 : SEAL_INDEX_REWRITE_MIN;
+    }
+    return min;
+}
+#else
+static size_t rewrite_min(void)
+{
+    return SEAL_INDEX_REWRITE_MIN;
+}
+#endif
+
+static void report(struct seal_index_writer *x, const char *why)
+{
+    if (strcmp(x->last_error, why) == 0)
+        return;
+    snprintf(x->last_error, sizeof(x->last_error), "%s", why);
+    log_warning("%s/" SEAL_INDEX_FILE ": %s; logctl cat --since/--until opens the shards it "
+                "does not cover, which is slower and loses nothing",
+                x->d->config.spool, why);
+}
+
+/* Writes the entries of the old index whose shard is still in done/ under
+ * the same inode to the temp name, and renames that over the index. Runs
+ * on a pool thread at run time: touches only its arguments. */
+static int rewrite(int spool_fd, int done_fd, size_t *ret_kept, char *why, size_t why_len)
+{
+    struct seal_index *old = NULL;
+    unsigned char *out = NULL;
+    size_t len = 0, cap = 0, kept = 0;
+    DIR *dir = NULL;
+    int fd = -1, r;
+
+    r = seal_index_load(spool_fd, &old);
+    if (r == -ENOMEM) {
+        snprintf(why, why_len, "out of memory");
+        return r;
+    }
+    /* One that cannot be read is replaced by an empty one. */
+    if (r == 0) {
+        r = opendir_at(done_fd, &dir);
+        if (r < 0) {
+            snprintf(why, why_len, "cannot list done/: %s", strerror(-r));
+            goto out;
+        }
+        for (;;) {
+            const struct seal_index_entry *e;
+            struct dirent *de;
+
+            errno = 0;
+            de = readdir(dir);
+            if (!de) {
+                r = errno ? -errno : 0;
+                if (r < 0)
+                    snprintf(why, why_len, "cannot list done/: %s", strerror(-r));
+                break;
+            }
+            e = seal_index_find(old, de->d_name, de->d_ino);
+            if (!e)
+                continue;
+            if (cap - len < SEAL_INDEX_ENTRY_MAX) {
+                size_t ncap = cap ? cap * 2 : 64 * 1024;
+                unsigned char *n = realloc(out, ncap);
+
+                if (!n) {
+                    r = -ENOMEM;
+                    snprintf(why, why_len, "out of memory");
+                    break;
+                }
+                out = n;
+                cap = ncap;
+            }
+            r = seal_index_encode(e, out + len);
+            if (r < 0) /* the index took only names it can write */
+                continue;
+            len += (size_t)r;
+            kept++;
+            r = 0;
+        }
+        if (r < 0)
+            goto out;
+    }
+
+    /* Whatever is under the temp name (a planted link) goes first. */
+    if (unlinkat(spool_fd, SEAL_INDEX_TMP, 0) < 0 && errno != ENOENT) {
+        r = -errno;
+        snprintf(why, why_len, "cannot remove " SEAL_INDEX_TMP ": %s", strerror(-r));
+        goto out;
+    }
+    fd = openat(spool_fd, SEAL_INDEX_TMP,
+                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
+    if (fd < 0) {
+        r = -errno;
+        snprintf(why, why_len, "cannot create " SEAL_INDEX_TMP ": %s", strerror(-r));
+        goto out;
+    }
+    /* Not synced: the index is a hint, and each entry checks itself. */
+    r = write_all(fd, out, len);
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && renameat(spool_fd, SEAL_INDEX_TMP, spool_fd, SEAL_INDEX_FILE) < 0)
+        r = -errno;
+    if (r < 0) {
+        snprintf(why, why_len, "cannot rewrite it: %s", strerror(-r));
+        (void)unlinkat(spool_fd, SEAL_INDEX_TMP, 0); /* a partial temp helps nobody */
+        goto out;
+    }
+    *ret_kept = kept;
+out:
+    if (dir)
+        (void)closedir(dir); /* read-only */
+    free(out);
+    seal_index_free(old);
+    return r;
+}
+
+/* Opens the index for appending, a regular file only. */
+static int open_index(struct seal_index_writer *x)
+{
+    struct stat st;
+    char why[200];
+    int fd = openat(x->d->spool_fd, SEAL_INDEX_FILE,
+                    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0640);
+
+    if (fd < 0) {
+        int r = -errno;
+
+        snprintf(why, sizeof(why), "cannot open it: %s", strerror(-r));
+        report(x, why);
+        return r;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        (void)close(fd); /* nothing written */
+        report(x, "not a regular file");
+        return -EBADFD;
+    }
+    x->fd = fd;
+    return 0;
+}
+
+static void append(struct seal_index_writer *x, const unsigned char *buf, size_t len)
+{
+    char why[200];
+    int r;
+
+    if (x->fd < 0)
+        return;
+    r = write_all(x->fd, buf, len);
+    if (r < 0) {
+        /* A torn entry is passed over by readers; the next rewrite drops it. */
+        snprintf(why, sizeof(why), "cannot append to it: %s", strerror(-r));
+        report(x, why);
+        (void)close(x->fd); /* appends were never synced: nothing to lose */
+        x->fd = -1;
+    }
+}
+
+static void writer_free(struct seal_index_writer *x)
+{
+    if (x->fd >= 0)
+        (void)close(x->fd); /* appends were never synced: nothing to lose */
+    free(x->queued);
+    free(x);
+}
+
+static void rewrite_work(uv_work_t *w)
+{
+    struct rewrite_job *job = w->data;
+
+    job->err = rewrite(job->spool_fd, job->done_fd, &job->kept, job->why, sizeof(job->why));
+}
+
+static void rewrite_done(uv_work_t *w, int status)
+{
+    struct rewrite_job *job = w->data;
+    struct seal_index_writer *x = job->x;
+
+    (void)status;
+    x->rewriting = false;
+    if (job->err < 0) {
+        report(x, job->why);
+        /* The old file stays; the next try after as many seals again. */
+        x->appended = 0;
+    } else {
+        x->kept = job->kept;
+        x->appended = 0;
+        x->last_error[0] = '\0';
+        if (x->fd >= 0)
+            (void)close(x->fd); /* the old file, renamed over: nothing to lose */
+        x->fd = -1;
+        if (!x->stopped)
+            (void)open_index(x);
+    }
+    free(job);
+    if (x->stopped) {
+        writer_free(x);
+        return;
+    }
+    append(x, x->queued, x->queued_len);
+    x->appended += x->queued_entries;
+    x->queued_len = x->queued_entries = 0;
+}
+
+static void start_rewrite(struct seal_index_writer *x)
+{
+    struct rewrite_job *job = calloc(1, sizeof(*job));
+
+    if (!job)
+        return; /* the next seal tries again */
+    job->x = x;
+    job->w.data = job;
+    job->spool_fd = x->d->spool_fd;
+    job->done_fd = x->d->done_fd;
+    if (uv_queue_work(x->d->loop, &job->w, rewrite_work, rewrite_done) < 0) {
+        free(job);
+        return;
+    }
+    x->rewriting = true;
+}
+
+int seal_index_start(struct daemon *d)
+{
+    struct seal_index_writer *x = calloc(1, sizeof(*x));
+    char why[200];
+    int r;
+
+    if (!x)
+        return -ENOMEM;
+    x->d = d;
+    x->fd = -1;
+    d->seal_index = x;
+    r = rewrite(d->spool_fd, d->done_fd, &x->kept, why, sizeof(why));
+    if (r == -ENOMEM)
+        return r;
+    if (r < 0)
+        report(x, why);
+    else
+        (void)open_index(x);
+    return 0;
+}
+
+void seal_index_note(struct daemon *d, const char *done_name, int fd, uint64_t created_ns,
+                     uint64_t newest_ns)
+{
+    struct seal_index_writer *x = d->seal_index;
+    struct seal_index_entry e = { .created_ns = created_ns, .newest_ns = newest_ns };
+    unsigned char buf[SEAL_INDEX_ENTRY_MAX];
+    struct stat st;
+    int len;
+
+    if (!x || fd < 0 || fstat(fd, &st) < 0 || strlen(done_name) >= sizeof(e.name))
+        return;
+    e.inode = (uint64_t)st.st_ino;
+    memcpy(e.name, done_name, strlen(done_name) + 1);
+    len = seal_index_encode(&e, buf);
+    if (len < 0)
+        return;
+    if (x->rewriting) {
+        if (x->queued_cap - x->queued_len < (size_t)len) {
+            size_t cap = x->queued_cap ? x->queued_cap * 2 : 16 * 1024;
+            unsigned char *n = realloc(x->queued, cap);
+
+            if (!n)
+                return; /* a shard without an entry is read as before */
+            x->queued = n;
+            x->queued_cap = cap;
+        }
+        memcpy(x->queued + x->queued_len, buf, (size_t)len);
+        x->queued_len += (size_t)len;
+        x->queued_entries++;
+        return;
+    }
+    append(x, buf, (size_t)len);
+    x->appended++;
+    if (x->appended >= rewrite_min() && x->appended > x->kept)
+        start_rewrite(x);
+}
+
+void seal_index_stop(struct daemon *d)
+{
+    struct seal_index_writer *x = d->seal_index;
+
+    if (!x)
+        return;
+    d->seal_index = NULL;
+    if (x->rewriting) {
+        x->stopped = true;
+        return;
+    }
+    writer_free(x);
+}
