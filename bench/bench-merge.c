@@ -22,6 +22,7 @@
 
 #include "bench.h"
 #include "fileutil.h"
+#include "seal_index.h"
 #include "shard_format.h"
 #include "spool_names.h"
 
@@ -304,9 +305,70 @@ static size_t encode_shard_body(unsigned char *buf, size_t header_len, const uns
     return len + t.trailer_len;
 }
 
+/* The seal index the daemon would have written for the shards laid out
+ * (common/seal_index.h), so that reads of the spool are timed as on one
+ * the daemon made. */
+struct layout_index {
+    unsigned char *buf;
+    size_t len, cap;
+};
+
+static void layout_index_free(struct layout_index *ix)
+{
+    free(ix->buf);
+}
+
+/* Adds the entry of the shard just written to fd: its header's creation
+ * time, its trailer's newest time. */
+static int index_add(struct layout_index *ix, int fd, const char *name, uint64_t created_ns,
+                     uint64_t newest_ns)
+{
+    struct seal_index_entry e = { .created_ns = created_ns, .newest_ns = newest_ns };
+    struct stat st;
+    int n;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    e.inode = (uint64_t)st.st_ino;
+    snprintf(e.name, sizeof(e.name), "%s", name);
+    if (ix->cap - ix->len < SEAL_INDEX_ENTRY_MAX) {
+        size_t cap = ix->cap ? ix->cap * 2 : 64 * 1024;
+        unsigned char *b = realloc(ix->buf, cap);
+
+        if (!b)
+            return -ENOMEM;
+        ix->buf = b;
+        ix->cap = cap;
+    }
+    n = seal_index_encode(&e, ix->buf + ix->len);
+    if (n < 0)
+        return n;
+    ix->len += (size_t)n;
+    return 0;
+}
+
+static int index_write(struct layout_index *ix, const char *spool, char *why, size_t why_len)
+{
+    _cleanup_free_ char *path = path_join(spool, SEAL_INDEX_FILE);
+    _cleanup_close_ int fd = -1;
+    int r;
+
+    if (!path)
+        r = -ENOMEM;
+    else if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640)) < 0)
+        r = -errno;
+    else
+        r = write_all(fd, ix->buf, ix->len);
+    if (r < 0)
+        snprintf(why, why_len, "cannot write %s: %s", path ? path : SEAL_INDEX_FILE,
+                 strerror(-r));
+    return r;
+}
+
 int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
                        size_t record_bytes, uint64_t span_ns, char *why, size_t why_len)
 {
+    __attribute__((cleanup(layout_index_free))) struct layout_index ix = { 0 };
     _cleanup_free_ char *done = path_join(spool, "done");
     _cleanup_free_ unsigned char *buf = NULL, *payload = NULL;
     _cleanup_close_ int dfd = -1;
@@ -383,6 +445,10 @@ int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
             snprintf(why, why_len, "writing %s/%s: %s", done, name, strerror(-r));
             return r;
         }
+        r = index_add(&ix, fd, name, h.created_ns,
+                      (span_ns > 0 ? h.created_ns : start_ns) + (records - 1) * step_ns);
+        if (r < 0)
+            return r;
     }
-    return 0;
+    return index_write(&ix, spool, why, why_len);
 }
