@@ -18,20 +18,27 @@
 struct seal_index_writer {
     struct daemon *d;
     int fd;          /* the index, open for appending; -1: off until a rewrite */
-    size_t appended; /* entries since the last rewrite */
+    size_t appended; /* entries since the last rewrite, written or waiting */
     size_t kept;     /* entries the last rewrite kept */
-    bool rewriting;  /* a rewrite runs in the thread pool */
-    bool stopped;    /* freed once the rewrite ends */
-    unsigned char *queued; /* entries of seals during the rewrite */
-    size_t queued_len, queued_cap, queued_entries;
+    struct index_job *job; /* the one append or rewrite in the thread pool */
+    bool stopped;    /* freed once nothing is left to do */
+    /* Entries of seals not yet handed to a job. */
+    unsigned char *waiting;
+    size_t waiting_len, waiting_cap, waiting_entries;
     char last_error[256];
 };
 
-struct rewrite_job {
+/* An append of entries, or a rewrite, in the thread pool: one at a time,
+ * so that the loop never waits on the file and the file sees one writer. */
+struct index_job {
     uv_work_t w;
     struct seal_index_writer *x;
-    int spool_fd, done_fd;
-    size_t kept;
+    bool rewrite;
+    int fd;                  /* an append's */
+    int spool_fd, done_fd;   /* a rewrite's */
+    unsigned char *buf;      /* an append's entries, owned */
+    size_t len;
+    size_t kept;             /* a rewrite's */
     int err;
     char why[200];
 };
@@ -185,84 +192,96 @@ static int open_index(struct seal_index_writer *x)
     return 0;
 }
 
-static void append(struct seal_index_writer *x, const unsigned char *buf, size_t len)
-{
-    char why[200];
-    int r;
-
-    if (x->fd < 0)
-        return;
-    r = write_all(x->fd, buf, len);
-    if (r < 0) {
-        /* A torn entry is passed over by readers; the next rewrite drops it. */
-        snprintf(why, sizeof(why), "cannot append to it: %s", strerror(-r));
-        report(x, why);
-        (void)close(x->fd); /* appends were never synced: nothing to lose */
-        x->fd = -1;
-    }
-}
-
 static void writer_free(struct seal_index_writer *x)
 {
     if (x->fd >= 0)
         (void)close(x->fd); /* appends were never synced: nothing to lose */
-    free(x->queued);
+    free(x->waiting);
     free(x);
 }
 
-static void rewrite_work(uv_work_t *w)
+static void job_work(uv_work_t *w)
 {
-    struct rewrite_job *job = w->data;
+    struct index_job *job = w->data;
 
-    job->err = rewrite(job->spool_fd, job->done_fd, &job->kept, job->why, sizeof(job->why));
+    if (job->rewrite) {
+        job->err = rewrite(job->spool_fd, job->done_fd, &job->kept, job->why, sizeof(job->why));
+        return;
+    }
+    job->err = write_all(job->fd, job->buf, job->len);
+    if (job->err < 0) /* a torn entry is passed over by readers */
+        snprintf(job->why, sizeof(job->why), "cannot append to it: %s", strerror(-job->err));
 }
 
-static void rewrite_done(uv_work_t *w, int status)
+static void next_job(struct seal_index_writer *x);
+
+static void job_done(uv_work_t *w, int status)
 {
-    struct rewrite_job *job = w->data;
+    struct index_job *job = w->data;
     struct seal_index_writer *x = job->x;
 
     (void)status;
-    x->rewriting = false;
+    x->job = NULL;
     if (job->err < 0) {
         report(x, job->why);
-        /* The old file stays; the next try after as many seals again. */
-        x->appended = 0;
-    } else {
+        if (job->rewrite) {
+            x->appended = 0; /* the old file stays; the next try as many seals later */
+        } else {
+            (void)close(x->fd); /* appends were never synced: nothing to lose */
+            x->fd = -1;         /* until the next rewrite */
+        }
+    } else if (job->rewrite) {
         x->kept = job->kept;
-        x->appended = 0;
+        x->appended = x->waiting_entries; /* the new file has all but these */
         x->last_error[0] = '\0';
         if (x->fd >= 0)
             (void)close(x->fd); /* the old file, renamed over: nothing to lose */
         x->fd = -1;
-        if (!x->stopped)
-            (void)open_index(x);
+        (void)open_index(x);
     }
+    free(job->buf);
     free(job);
-    if (x->stopped) {
-        writer_free(x);
-        return;
-    }
-    append(x, x->queued, x->queued_len);
-    x->appended += x->queued_entries;
-    x->queued_len = x->queued_entries = 0;
+    next_job(x);
 }
 
-static void start_rewrite(struct seal_index_writer *x)
+/* Starts the rewrite when it is due, else an append of what waits. */
+static void next_job(struct seal_index_writer *x)
 {
-    struct rewrite_job *job = calloc(1, sizeof(*job));
+    struct index_job *job;
+    bool rewrite_due = !x->stopped && x->appended >= rewrite_min() && x->appended > x->kept;
 
+    if (x->job)
+        return;
+    if (!rewrite_due && (x->waiting_len == 0 || x->fd < 0)) {
+        if (x->fd < 0)
+            x->waiting_len = x->waiting_entries = 0; /* those shards are read as before */
+        if (x->stopped)
+            writer_free(x);
+        return;
+    }
+    job = calloc(1, sizeof(*job));
     if (!job)
         return; /* the next seal tries again */
     job->x = x;
     job->w.data = job;
-    job->spool_fd = x->d->spool_fd;
-    job->done_fd = x->d->done_fd;
-    if (uv_queue_work(x->d->loop, &job->w, rewrite_work, rewrite_done) < 0) {
+    job->rewrite = rewrite_due;
+    if (rewrite_due) {
+        job->spool_fd = x->d->spool_fd;
+        job->done_fd = x->d->done_fd;
+    } else {
+        job->fd = x->fd;
+        job->buf = x->waiting;
+        job->len = x->waiting_len;
+    }
+    if (uv_queue_work(x->d->loop, &job->w, job_work, job_done) < 0) {
         free(job);
         return;
     }
-    x->rewriting = true;
+    if (!rewrite_due) {
+        x->waiting = NULL;
+        x->waiting_len = x->waiting_cap = x->waiting_entries = 0;
+    }
+    x->job = job;
 }
 
 int seal_index_start(struct daemon *d)
@@ -291,7 +310,6 @@ void seal_index_note(struct daemon *d, const char *done_name, int fd, uint64_t c
 {
     struct seal_index_writer *x = d->seal_index;
     struct seal_index_entry e = { .created_ns = created_ns, .newest_ns = newest_ns };
-    unsigned char buf[SEAL_INDEX_ENTRY_MAX];
     struct stat st;
     int len;
 
@@ -299,28 +317,22 @@ void seal_index_note(struct daemon *d, const char *done_name, int fd, uint64_t c
         return;
     e.inode = (uint64_t)st.st_ino;
     memcpy(e.name, done_name, strlen(done_name) + 1);
-    len = seal_index_encode(&e, buf);
+    if (x->waiting_cap - x->waiting_len < SEAL_INDEX_ENTRY_MAX) {
+        size_t cap = x->waiting_cap ? x->waiting_cap * 2 : 16 * 1024;
+        unsigned char *n = realloc(x->waiting, cap);
+
+        if (!n)
+            return; /* a shard without an entry is read as before */
+        x->waiting = n;
+        x->waiting_cap = cap;
+    }
+    len = seal_index_encode(&e, x->waiting + x->waiting_len);
     if (len < 0)
         return;
-    if (x->rewriting) {
-        if (x->queued_cap - x->queued_len < (size_t)len) {
-            size_t cap = x->queued_cap ? x->queued_cap * 2 : 16 * 1024;
-            unsigned char *n = realloc(x->queued, cap);
-
-            if (!n)
-                return; /* a shard without an entry is read as before */
-            x->queued = n;
-            x->queued_cap = cap;
-        }
-        memcpy(x->queued + x->queued_len, buf, (size_t)len);
-        x->queued_len += (size_t)len;
-        x->queued_entries++;
-        return;
-    }
-    append(x, buf, (size_t)len);
+    x->waiting_len += (size_t)len;
+    x->waiting_entries++;
     x->appended++;
-    if (x->appended >= rewrite_min() && x->appended > x->kept)
-        start_rewrite(x);
+    next_job(x);
 }
 
 void seal_index_stop(struct daemon *d)
@@ -330,9 +342,7 @@ void seal_index_stop(struct daemon *d)
     if (!x)
         return;
     d->seal_index = NULL;
-    if (x->rewriting) {
-        x->stopped = true;
-        return;
-    }
-    writer_free(x);
+    /* What waits is still appended: the seals of the last shards. */
+    x->stopped = true;
+    next_job(x);
 }

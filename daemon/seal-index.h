@@ -5,11 +5,13 @@
  * back): once at start, before the first seal, and then whenever the
  * entries appended since the last rewrite outnumber those it kept (and
  * SEAL_INDEX_REWRITE_MIN), in the thread pool, so the file stays within
- * about twice what done/ holds. Entries of seals during a rewrite wait in
- * memory and are appended to the new file.
+ * about twice what done/ holds.
  *
  * The index only spares readers work, so nothing about it stops or slows
- * the daemon's main job: appends are never synced, and a file that cannot
+ * the daemon's main job: the loop only collects entries, and the thread
+ * pool appends them, one job at a time (an append, or a rewrite, after
+ * which what waits goes to the new file), so that a write the kernel
+ * throttles never holds up the loop; appends are never synced; a file that cannot
  * be written is logged (each distinct failure once) and left alone until
  * the next rewrite, which replaces it. Shards that recovery seals at start
  * get no entry; readers open those as before. */
@@ -34,5 +36,5 @@ int seal_index_start(struct daemon *d);
 void seal_index_note(struct daemon *d, const char *done_name, int fd, uint64_t created_ns,
                      uint64_t newest_ns);
 
-/* Closes the index; a rewrite still running ends on its own first. */
+/* Closes the index once the entries that wait are appended. */
 void seal_index_stop(struct daemon *d);

@@ -171,6 +171,8 @@ static char *shard_of(const struct harness *h, const char *producer)
 static void test_entry_per_seal(void **state)
 {
     struct harness *h = *state;
+    logshard_opts opts = { .socket_path = h->sock, .producer = "delta" };
+    logshard *ls = NULL;
 
     harness_start(h, NULL);
     send_and_close(h, "alpha", 5);
@@ -178,7 +180,16 @@ static void test_entry_per_seal(void **state)
     send_and_close(h, "gamma", 1);
     wait_counts(h, 3, 3);
     assert_int_equal(check_entries(h), 3);
+
+    /* A shard the daemon seals as it stops gets its entry too. */
+    assert_int_equal(logshard_connect(&ls, &opts), 0);
+    assert_int_equal(logshard_append(ls, "delta 0", 7), 0);
+    assert_int_equal(logshard_flush(ls, 10000), 0);
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 20000));
+    logshard_close(ls);
+    assert_int_equal(harness_count_files(h, "done", ".shard"), 4);
+    assert_int_equal(raw_entries(h), 4);
+    assert_int_equal(check_entries(h), 4);
     assert_false(harness_log_has(h, SEAL_INDEX_FILE));
 }
 
