@@ -9,7 +9,7 @@
 #   bash scripts/fuzz.sh --seconds 600        longer
 #   bash scripts/fuzz.sh --target wire        one target (wire, shard-reader, config, json,
 #                                             spool-names, stream-positions,
-#                                             syslog-msg, syslog-frame,
+#                                             seal-index, syslog-msg, syslog-frame,
 #                                             merge-intent, ship-progress)
 #   bash scripts/fuzz.sh --replay-only        the corpus replay alone
 #
@@ -20,8 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(wire shard-reader config json spool-names stream-positions syslog-msg syslog-frame
-         merge-intent ship-progress)
+targets=(wire shard-reader config json spool-names stream-positions seal-index syslog-msg
+         syslog-frame merge-intent ship-progress)
 seconds=60
 replay_only=false
 build=build-fuzz
@@ -59,7 +59,7 @@ fuzz_dir() {
 }
 for t in "${targets[@]}"; do
   if ! fuzz_dir "$t" >/dev/null; then
-    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, syslog-msg, syslog-frame, merge-intent, ship-progress)" >&2
+    echo "fuzz.sh: no target '$t' (there are: wire, shard-reader, config, json, spool-names, stream-positions, seal-index, syslog-msg, syslog-frame, merge-intent, ship-progress)" >&2
     exit 2
   fi
 done
