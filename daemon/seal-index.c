@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include "fileutil.h"
 #include "log.h"
 #include "seal_index.h"
+#include "shard_format.h"
+#include "spool_names.h"
 
 struct seal_index_writer {
     struct daemon *d;
@@ -21,6 +24,7 @@ struct seal_index_writer {
     size_t appended; /* entries since the last rewrite, written or waiting */
     size_t kept;     /* entries the last rewrite kept */
     struct index_job *job; /* the one append or rewrite in the thread pool */
+    bool fill_wanted; /* the first rewrite, which also reads the shards without an entry */
     bool stopped;    /* freed once nothing is left to do */
     /* Entries of seals not yet handed to a job. */
     unsigned char *waiting;
@@ -34,6 +38,8 @@ struct index_job {
     uv_work_t w;
     struct seal_index_writer *x;
     bool rewrite;
+    bool fill;               /* a rewrite that reads shards without an entry */
+    atomic_bool cancel;      /* the daemon stops: a rewrite gives up */
     int fd;                  /* an append's */
     int spool_fd, done_fd;   /* a rewrite's */
     unsigned char *buf;      /* an append's entries, owned */
@@ -74,10 +80,45 @@ static void report(struct seal_index_writer *x, const char *why)
                 x->d->config.spool, why);
 }
 
+/* The entry of the shard name in done/, from the file's own header and
+ * seal trailer, which is what cat would read. 0, or -EBADMSG when the file
+ * is not one sealed shard with a trailer (version 1, damage, a merged
+ * file), or the error of opening or reading it. */
+static int entry_from_file(int done_fd, const char *name, struct seal_index_entry *ret)
+{
+    struct spool_name parsed;
+    struct shard_header h;
+    struct shard_trailer t;
+    struct stat st;
+    uint64_t start;
+    int fd, r;
+
+    if (spool_name_parse(name, SPOOL_SHARD, &parsed) < 0 || strlen(name) >= sizeof(ret->name))
+        return -EINVAL;
+    r = open_regular_stat_at(done_fd, name, O_NOFOLLOW | O_NONBLOCK, &fd, &st);
+    if (r < 0)
+        return r;
+    r = shard_locate_before(fd, (uint64_t)st.st_size, &start, &h, &t);
+    (void)close(fd); /* read-only */
+    if (r < 0)
+        return r;
+    if (start != 0)
+        return -EBADMSG;
+    ret->inode = (uint64_t)st.st_ino;
+    ret->created_ns = h.created_ns;
+    ret->newest_ns = t.newest_ns;
+    memcpy(ret->name, name, strlen(name) + 1);
+    return 0;
+}
+
 /* Writes the entries of the old index whose shard is still in done/ under
- * the same inode to the temp name, and renames that over the index. Runs
- * on a pool thread at run time: touches only its arguments. */
-static int rewrite(int spool_fd, int done_fd, size_t *ret_kept, char *why, size_t why_len)
+ * the same inode to the temp name, and renames that over the index; with
+ * fill, also an entry for each shard of done/ that has none, read from
+ * the file (and until *cancel says to stop, which fails the rewrite with
+ * -ECANCELED and leaves the index as it was). Runs on a pool thread at
+ * run time: touches only its arguments. */
+static int rewrite(int spool_fd, int done_fd, bool fill, const atomic_bool *cancel,
+                   size_t *ret_kept, char *why, size_t why_len)
 {
     struct seal_index *old = NULL;
     unsigned char *out = NULL;
@@ -90,17 +131,26 @@ static int rewrite(int spool_fd, int done_fd, size_t *ret_kept, char *why, size_
         snprintf(why, why_len, "out of memory");
         return r;
     }
-    /* One that cannot be read is replaced by an empty one. */
-    if (r == 0) {
+    /* One that cannot be read is replaced: by an empty one, or one filled
+     * from the files. */
+    if (r < 0)
+        old = NULL;
+    if (old || fill) {
         r = opendir_at(done_fd, &dir);
         if (r < 0) {
             snprintf(why, why_len, "cannot list done/: %s", strerror(-r));
             goto out;
         }
         for (;;) {
-            const struct seal_index_entry *e;
+            const struct seal_index_entry *e = NULL;
+            struct seal_index_entry read;
             struct dirent *de;
 
+            if (cancel && atomic_load(cancel)) {
+                r = -ECANCELED;
+                snprintf(why, why_len, "rewrite cancelled");
+                break;
+            }
             errno = 0;
             de = readdir(dir);
             if (!de) {
@@ -109,7 +159,10 @@ static int rewrite(int spool_fd, int done_fd, size_t *ret_kept, char *why, size_
                     snprintf(why, why_len, "cannot list done/: %s", strerror(-r));
                 break;
             }
-            e = seal_index_find(old, de->d_name, de->d_ino);
+            if (old)
+                e = seal_index_find(old, de->d_name, de->d_ino);
+            if (!e && fill && de->d_name[0] != '.' && entry_from_file(done_fd, de->d_name, &read) == 0)
+                e = &read;
             if (!e)
                 continue;
             if (cap - len < SEAL_INDEX_ENTRY_MAX) {
@@ -205,7 +258,8 @@ static void job_work(uv_work_t *w)
     struct index_job *job = w->data;
 
     if (job->rewrite) {
-        job->err = rewrite(job->spool_fd, job->done_fd, &job->kept, job->why, sizeof(job->why));
+        job->err = rewrite(job->spool_fd, job->done_fd, job->fill, &job->cancel, &job->kept,
+                           job->why, sizeof(job->why));
         return;
     }
     job->err = write_all(job->fd, job->buf, job->len);
@@ -222,7 +276,11 @@ static void job_done(uv_work_t *w, int status)
 
     (void)status;
     x->job = NULL;
-    if (job->err < 0) {
+    if (job->fill)
+        x->fill_wanted = false; /* tried once, whatever came of it */
+    if (job->err == -ECANCELED) {
+        /* The daemon stops; the next start fills the index. */
+    } else if (job->err < 0) {
         report(x, job->why);
         if (job->rewrite) {
             x->appended = 0; /* the old file stays; the next try as many seals later */
@@ -248,7 +306,8 @@ static void job_done(uv_work_t *w, int status)
 static void next_job(struct seal_index_writer *x)
 {
     struct index_job *job;
-    bool rewrite_due = !x->stopped && x->appended >= rewrite_min() && x->appended > x->kept;
+    bool rewrite_due = !x->stopped && (x->fill_wanted || (x->appended >= rewrite_min() &&
+                                                         x->appended > x->kept));
 
     if (x->job)
         return;
@@ -265,6 +324,8 @@ static void next_job(struct seal_index_writer *x)
     job->x = x;
     job->w.data = job;
     job->rewrite = rewrite_due;
+    job->fill = rewrite_due && x->fill_wanted;
+    atomic_init(&job->cancel, false);
     if (rewrite_due) {
         job->spool_fd = x->d->spool_fd;
         job->done_fd = x->d->done_fd;
@@ -287,21 +348,18 @@ static void next_job(struct seal_index_writer *x)
 int seal_index_start(struct daemon *d)
 {
     struct seal_index_writer *x = calloc(1, sizeof(*x));
-    char why[200];
-    int r;
 
     if (!x)
         return -ENOMEM;
     x->d = d;
     x->fd = -1;
     d->seal_index = x;
-    r = rewrite(d->spool_fd, d->done_fd, &x->kept, why, sizeof(why));
-    if (r == -ENOMEM)
-        return r;
-    if (r < 0)
-        report(x, why);
-    else
-        (void)open_index(x);
+    /* Appends wait behind the first rewrite, which replaces whatever is
+     * there (a torn tail, damage, a planted link) and fills in the shards
+     * without an entry (sealed by recovery, or before the index existed). */
+    (void)open_index(x);
+    x->fill_wanted = true;
+    next_job(x);
     return 0;
 }
 
@@ -342,7 +400,10 @@ void seal_index_stop(struct daemon *d)
     if (!x)
         return;
     d->seal_index = NULL;
-    /* What waits is still appended: the seals of the last shards. */
+    /* What waits is still appended: the seals of the last shards. A
+     * rewrite that reads shards could take long; it gives up. */
     x->stopped = true;
+    if (x->job && x->job->rewrite)
+        atomic_store(&x->job->cancel, true);
     next_job(x);
 }

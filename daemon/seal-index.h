@@ -1,20 +1,25 @@
 /* The daemon's side of the seal index (common/seal_index.h): an entry
  * appended to <spool>/done.index for every shard it seals into done/, and
- * the file rewritten with only the entries of shards still in done/ (merge
- * --delete, logctl prune and the shipper remove shards behind the daemon's
- * back): once at start, before the first seal, and then whenever the
- * entries appended since the last rewrite outnumber those it kept (and
- * SEAL_INDEX_REWRITE_MIN), in the thread pool, so the file stays within
- * about twice what done/ holds.
+ * the file rewritten with only the entries of shards still in done/ under
+ * the same inode (merge --delete, logctl prune and the shipper remove
+ * shards behind the daemon's back):
+ *  - first at start, which also gives an entry, read from the file's own
+ *    header and trailer, to each shard of done/ that has none (sealed by
+ *    recovery or before the index existed, or its file replaced), and
+ *    replaces whatever else is under the index's name (a torn tail,
+ *    damage, a planted link);
+ *  - then whenever the entries appended since the last rewrite outnumber
+ *    those it kept (and SEAL_INDEX_REWRITE_MIN), so the file stays within
+ *    about twice what done/ holds.
  *
  * The index only spares readers work, so nothing about it stops or slows
- * the daemon's main job: the loop only collects entries, and the thread
- * pool appends them, one job at a time (an append, or a rewrite, after
- * which what waits goes to the new file), so that a write the kernel
- * throttles never holds up the loop; appends are never synced; a file that cannot
- * be written is logged (each distinct failure once) and left alone until
- * the next rewrite, which replaces it. Shards that recovery seals at start
- * get no entry; readers open those as before. */
+ * the daemon's main job. The loop only collects entries; the thread pool
+ * appends them and rewrites the file, one job at a time (what waits
+ * during a rewrite goes to the new file), so a write the kernel throttles
+ * never holds up the loop, and a rewrite that reads many shards gives up
+ * when the daemon stops. Appends are never synced. A file that cannot be
+ * written is logged (each distinct failure once) and left alone until the
+ * next rewrite, which replaces it. */
 #pragma once
 
 #include <stdint.h>
@@ -25,9 +30,9 @@ struct daemon;
  * the least. */
 #define SEAL_INDEX_REWRITE_MIN 4096u
 
-/* Rewrites the index with the entries of shards still in done/ and opens
- * it for appending; called once, after recovery. Failures are logged and
- * leave the index off until the next rewrite. Returns 0 or -ENOMEM. */
+/* Opens the index for appending and starts the first rewrite; called
+ * once, after recovery. Failures are logged and leave the index off until
+ * the next rewrite. Returns 0 or -ENOMEM. */
 int seal_index_start(struct daemon *d);
 
 /* Notes that shard file fd was sealed into done/ as done_name, created at

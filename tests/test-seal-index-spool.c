@@ -2,9 +2,11 @@
  * every shard the daemon seals, naming the file's inode and the times its
  * header and trailer say; the file rewritten at start with only the
  * entries of shards still in done/, past a torn tail and over a planted
- * symlink; rewritten at run time as it grows; and logctl cat --since/
- * --until passing over a shard its entry places outside the window, but
- * only while the entry's inode is the file's. */
+ * symlink, and filled in from the ends of the shards that have none (the
+ * index removed, a file replaced under its name); rewritten at run time
+ * as it grows; and logctl cat --since/--until passing over a shard its
+ * entry places outside the window, but only while the entry's inode is
+ * the file's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -220,7 +222,7 @@ static void test_rewritten_at_start(void **state)
     fputs("LSIX\x3c", f);
     fclose(f);
     harness_start(h, NULL);
-    assert_int_equal(raw_entries(h), 2);
+    wait_counts(h, 2, 2);
     assert_int_equal(check_entries(h), 2);
     text = harness_slurp(path, &len);
     /* alpha's and gamma's entries (names of 28 bytes), the torn bytes gone. */
@@ -228,7 +230,8 @@ static void test_rewritten_at_start(void **state)
     free(text);
 
     /* A symlink planted as the index: replaced by a file of the daemon's
-     * own at the next start, and what it pointed at is left alone. */
+     * own at the next start, filled from the shards, and what it pointed
+     * at is left alone. */
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 20000));
     f = fopen(outside, "w");
     assert_non_null(f);
@@ -238,7 +241,7 @@ static void test_rewritten_at_start(void **state)
     assert_int_equal(symlink(outside, path), 0);
     harness_start(h, NULL);
     send_and_close(h, "delta", 2);
-    wait_counts(h, 3, 1);
+    wait_counts(h, 3, 3);
     {
         struct stat st;
 
@@ -248,12 +251,63 @@ static void test_rewritten_at_start(void **state)
     text = harness_slurp(outside, &len);
     assert_string_equal(text, "keep me");
     free(text);
-    assert_int_equal(check_entries(h), 1);
+    assert_int_equal(check_entries(h), 3);
     harness_assert_clean_exit(harness_stop(h, SIGTERM, 20000));
     free(beta);
     free(beta_path);
     free(done);
     free(outside);
+    free(path);
+}
+
+/* Shards without an entry (the index removed, a file replaced under its
+ * name) get one at the next start, read from their own ends. */
+static void test_filled_at_start(void **state)
+{
+    struct harness *h = *state;
+    char *path = harness_path(h->spool, SEAL_INDEX_FILE);
+    char *done = harness_path(h->spool, "done");
+    char *alpha, *alpha_path, *copy, *text;
+    struct stat before, after;
+    size_t len;
+    FILE *f;
+
+    harness_start(h, NULL);
+    send_and_close(h, "alpha", 5);
+    send_and_close(h, "beta", 7);
+    wait_counts(h, 2, 2);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 20000));
+
+    /* alpha's file replaced by a copy (another inode): its entry is stale. */
+    alpha = shard_of(h, "alpha");
+    alpha_path = harness_path(done, alpha);
+    copy = harness_path(h->dir, "alpha-copy");
+    assert_int_equal(stat(alpha_path, &before), 0);
+    text = harness_slurp(alpha_path, &len);
+    f = fopen(copy, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+    assert_int_equal(rename(copy, alpha_path), 0);
+    assert_int_equal(stat(alpha_path, &after), 0);
+    assert_true(after.st_ino != before.st_ino);
+    harness_start(h, NULL);
+    wait_counts(h, 2, 2);
+    assert_int_equal(check_entries(h), 2);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 20000));
+
+    /* No index at all. */
+    assert_int_equal(unlink(path), 0);
+    harness_start(h, NULL);
+    wait_counts(h, 2, 2);
+    assert_int_equal(check_entries(h), 2);
+    harness_assert_clean_exit(harness_stop(h, SIGTERM, 20000));
+    assert_false(harness_log_has(h, SEAL_INDEX_FILE));
+    free(text);
+    free(copy);
+    free(alpha_path);
+    free(alpha);
+    free(done);
     free(path);
 }
 
@@ -413,6 +467,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_entry_per_seal, harness_setup, harness_teardown),
         cmocka_unit_test_setup_teardown(test_rewritten_at_start, harness_setup, harness_teardown),
+        cmocka_unit_test_setup_teardown(test_filled_at_start, harness_setup, harness_teardown),
 #ifdef LOGSHARD_FAULT_INJECTION
         cmocka_unit_test_setup_teardown(test_rewritten_as_it_grows, harness_setup,
                                         harness_teardown),
