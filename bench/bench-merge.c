@@ -308,46 +308,27 @@ static size_t encode_shard_body(unsigned char *buf, size_t header_len, const uns
 /* The seal index the daemon would have written for the shards laid out
  * (common/seal_index.h), so that reads of the spool are timed as on one
  * the daemon made. */
-struct layout_index {
-    unsigned char *buf;
-    size_t len, cap;
-};
-
-static void layout_index_free(struct layout_index *ix)
+static void index_bytes_free(struct seal_index_bytes *ix)
 {
     free(ix->buf);
 }
 
 /* Adds the entry of the shard just written to fd: its header's creation
  * time, its trailer's newest time. */
-static int index_add(struct layout_index *ix, int fd, const char *name, uint64_t created_ns,
+static int index_add(struct seal_index_bytes *ix, int fd, const char *name, uint64_t created_ns,
                      uint64_t newest_ns)
 {
     struct seal_index_entry e = { .created_ns = created_ns, .newest_ns = newest_ns };
     struct stat st;
-    int n;
 
     if (fstat(fd, &st) < 0)
         return -errno;
     e.inode = (uint64_t)st.st_ino;
     snprintf(e.name, sizeof(e.name), "%s", name);
-    if (ix->cap - ix->len < SEAL_INDEX_ENTRY_MAX) {
-        size_t cap = ix->cap ? ix->cap * 2 : 64 * 1024;
-        unsigned char *b = realloc(ix->buf, cap);
-
-        if (!b)
-            return -ENOMEM;
-        ix->buf = b;
-        ix->cap = cap;
-    }
-    n = seal_index_encode(&e, ix->buf + ix->len);
-    if (n < 0)
-        return n;
-    ix->len += (size_t)n;
-    return 0;
+    return seal_index_bytes_add(ix, &e);
 }
 
-static int index_write(struct layout_index *ix, const char *spool, char *why, size_t why_len)
+static int index_write(const struct seal_index_bytes *ix, const char *spool, char *why, size_t why_len)
 {
     _cleanup_free_ char *path = path_join(spool, SEAL_INDEX_FILE);
     _cleanup_close_ int fd = -1;
@@ -368,7 +349,7 @@ static int index_write(struct layout_index *ix, const char *spool, char *why, si
 int bench_merge_layout(const char *spool, uint64_t shards, uint64_t shard_bytes,
                        size_t record_bytes, uint64_t span_ns, char *why, size_t why_len)
 {
-    __attribute__((cleanup(layout_index_free))) struct layout_index ix = { 0 };
+    __attribute__((cleanup(index_bytes_free))) struct seal_index_bytes ix = { 0 };
     _cleanup_free_ char *done = path_join(spool, "done");
     _cleanup_free_ unsigned char *buf = NULL, *payload = NULL;
     _cleanup_close_ int dfd = -1;

@@ -49,6 +49,26 @@ int seal_index_encode(const struct seal_index_entry *e, unsigned char *out)
     return (int)len;
 }
 
+int seal_index_bytes_add(struct seal_index_bytes *b, const struct seal_index_entry *e)
+{
+    int n;
+
+    if (b->cap - b->len < SEAL_INDEX_ENTRY_MAX) {
+        size_t cap = b->cap ? b->cap * 2 : 64 * 1024;
+        unsigned char *buf = realloc(b->buf, cap);
+
+        if (!buf)
+            return -ENOMEM;
+        b->buf = buf;
+        b->cap = cap;
+    }
+    n = seal_index_encode(e, b->buf + b->len);
+    if (n < 0)
+        return n;
+    b->len += (size_t)n;
+    return 0;
+}
+
 int seal_index_decode(const unsigned char *buf, size_t len, struct seal_index_entry *ret,
                       size_t *ret_len)
 {
@@ -208,24 +228,11 @@ int seal_index_load(int spool_fd, struct seal_index **ret)
         (void)close(fd);
         return -ENOMEM;
     }
-    /* pread: the descriptor is non-blocking, which a regular file ignores. */
-    got = 0;
-    while ((size_t)got < (size_t)st.st_size) {
-        ssize_t n = pread(fd, buf + got, (size_t)st.st_size - (size_t)got, got);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            r = -errno;
-            break;
-        }
-        if (n == 0)
-            break; /* cut shorter since the fstat */
-        got += n;
-    }
+    /* Non-blocking, which a regular file ignores; fewer bytes when it was
+     * cut shorter since the fstat. */
+    got = read_full(fd, buf, (size_t)st.st_size);
     (void)close(fd);
-    if (r == 0)
-        r = seal_index_parse(buf, (size_t)got, ret);
+    r = got < 0 ? (int)got : seal_index_parse(buf, (size_t)got, ret);
     free(buf);
     return r;
 }

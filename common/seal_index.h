@@ -54,6 +54,17 @@ struct seal_index_entry {
  * shard's name (spool_name_parse, SPOOL_SHARD). */
 int seal_index_encode(const struct seal_index_entry *e, unsigned char *out);
 
+/* Entries encoded one after the other, as the file holds them: what a
+ * writer gathers before it writes. Zeroed is empty; free(buf) frees it. */
+struct seal_index_bytes {
+    unsigned char *buf;
+    size_t len, cap;
+};
+
+/* Encodes e at the end of b, growing b as needed. Returns 0, -EINVAL as
+ * seal_index_encode, or -ENOMEM (b is then as it was). */
+int seal_index_bytes_add(struct seal_index_bytes *b, const struct seal_index_entry *e);
+
 /* Reads the entry at the start of the len bytes at buf. Returns 0 with
  * the entry in *ret and its length in *ret_len; -EAGAIN when buf ends
  * before the entry its first bytes announce would; -EBADMSG when these

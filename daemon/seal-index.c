@@ -27,8 +27,8 @@ struct seal_index_writer {
     bool fill_wanted; /* the first rewrite, which also reads the shards without an entry */
     bool stopped;    /* freed once nothing is left to do */
     /* Entries of seals not yet handed to a job. */
-    unsigned char *waiting;
-    size_t waiting_len, waiting_cap, waiting_entries;
+    struct seal_index_bytes waiting;
+    size_t waiting_entries;
     char last_error[256];
 };
 
@@ -42,8 +42,7 @@ struct index_job {
     atomic_bool cancel;      /* the daemon stops: a rewrite gives up */
     int fd;                  /* an append's */
     int spool_fd, done_fd;   /* a rewrite's */
-    unsigned char *buf;      /* an append's entries, owned */
-    size_t len;
+    struct seal_index_bytes entries; /* an append's, owned */
     size_t kept;             /* a rewrite's */
     int err;
     char why[200];
@@ -121,8 +120,8 @@ static int rewrite(int spool_fd, int done_fd, bool fill, const atomic_bool *canc
                    size_t *ret_kept, char *why, size_t why_len)
 {
     struct seal_index *old = NULL;
-    unsigned char *out = NULL;
-    size_t len = 0, cap = 0, kept = 0;
+    struct seal_index_bytes out = { 0 };
+    size_t kept = 0;
     DIR *dir = NULL;
     int fd = -1, r;
 
@@ -165,23 +164,13 @@ static int rewrite(int spool_fd, int done_fd, bool fill, const atomic_bool *canc
                 e = &read;
             if (!e)
                 continue;
-            if (cap - len < SEAL_INDEX_ENTRY_MAX) {
-                size_t ncap = cap ? cap * 2 : 64 * 1024;
-                unsigned char *n = realloc(out, ncap);
-
-                if (!n) {
-                    r = -ENOMEM;
-                    snprintf(why, why_len, "out of memory");
-                    break;
-                }
-                out = n;
-                cap = ncap;
+            r = seal_index_bytes_add(&out, e);
+            if (r == -ENOMEM) {
+                snprintf(why, why_len, "out of memory");
+                break;
             }
-            r = seal_index_encode(e, out + len);
-            if (r < 0) /* the index took only names it can write */
-                continue;
-            len += (size_t)r;
-            kept++;
+            if (r == 0) /* else -EINVAL: the index took only names it can write */
+                kept++;
             r = 0;
         }
         if (r < 0)
@@ -202,7 +191,7 @@ static int rewrite(int spool_fd, int done_fd, bool fill, const atomic_bool *canc
         goto out;
     }
     /* Not synced: the index is a hint, and each entry checks itself. */
-    r = write_all(fd, out, len);
+    r = write_all(fd, out.buf, out.len);
     if (close(fd) < 0 && r == 0)
         r = -errno;
     if (r == 0 && renameat(spool_fd, SEAL_INDEX_TMP, spool_fd, SEAL_INDEX_FILE) < 0)
@@ -216,7 +205,7 @@ static int rewrite(int spool_fd, int done_fd, bool fill, const atomic_bool *canc
 out:
     if (dir)
         (void)closedir(dir); /* read-only */
-    free(out);
+    free(out.buf);
     seal_index_free(old);
     return r;
 }
@@ -249,7 +238,7 @@ static void writer_free(struct seal_index_writer *x)
 {
     if (x->fd >= 0)
         (void)close(x->fd); /* appends were never synced: nothing to lose */
-    free(x->waiting);
+    free(x->waiting.buf);
     free(x);
 }
 
@@ -262,7 +251,7 @@ static void job_work(uv_work_t *w)
                            job->why, sizeof(job->why));
         return;
     }
-    job->err = write_all(job->fd, job->buf, job->len);
+    job->err = write_all(job->fd, job->entries.buf, job->entries.len);
     if (job->err < 0) /* a torn entry is passed over by readers */
         snprintf(job->why, sizeof(job->why), "cannot append to it: %s", strerror(-job->err));
 }
@@ -297,7 +286,7 @@ static void job_done(uv_work_t *w, int status)
         x->fd = -1;
         (void)open_index(x);
     }
-    free(job->buf);
+    free(job->entries.buf);
     free(job);
     next_job(x);
 }
@@ -311,9 +300,11 @@ static void next_job(struct seal_index_writer *x)
 
     if (x->job)
         return;
-    if (!rewrite_due && (x->waiting_len == 0 || x->fd < 0)) {
-        if (x->fd < 0)
-            x->waiting_len = x->waiting_entries = 0; /* those shards are read as before */
+    if (!rewrite_due && (x->waiting.len == 0 || x->fd < 0)) {
+        if (x->fd < 0) {
+            x->waiting.len = 0; /* those shards are read as before */
+            x->waiting_entries = 0;
+        }
         if (x->stopped)
             writer_free(x);
         return;
@@ -331,16 +322,15 @@ static void next_job(struct seal_index_writer *x)
         job->done_fd = x->d->done_fd;
     } else {
         job->fd = x->fd;
-        job->buf = x->waiting;
-        job->len = x->waiting_len;
+        job->entries = x->waiting;
     }
     if (uv_queue_work(x->d->loop, &job->w, job_work, job_done) < 0) {
         free(job);
         return;
     }
     if (!rewrite_due) {
-        x->waiting = NULL;
-        x->waiting_len = x->waiting_cap = x->waiting_entries = 0;
+        x->waiting = (struct seal_index_bytes){ 0 };
+        x->waiting_entries = 0;
     }
     x->job = job;
 }
@@ -369,25 +359,13 @@ void seal_index_note(struct daemon *d, const char *done_name, int fd, uint64_t c
     struct seal_index_writer *x = d->seal_index;
     struct seal_index_entry e = { .created_ns = created_ns, .newest_ns = newest_ns };
     struct stat st;
-    int len;
 
     if (!x || fd < 0 || fstat(fd, &st) < 0 || strlen(done_name) >= sizeof(e.name))
         return;
     e.inode = (uint64_t)st.st_ino;
     memcpy(e.name, done_name, strlen(done_name) + 1);
-    if (x->waiting_cap - x->waiting_len < SEAL_INDEX_ENTRY_MAX) {
-        size_t cap = x->waiting_cap ? x->waiting_cap * 2 : 16 * 1024;
-        unsigned char *n = realloc(x->waiting, cap);
-
-        if (!n)
-            return; /* a shard without an entry is read as before */
-        x->waiting = n;
-        x->waiting_cap = cap;
-    }
-    len = seal_index_encode(&e, x->waiting + x->waiting_len);
-    if (len < 0)
-        return;
-    x->waiting_len += (size_t)len;
+    if (seal_index_bytes_add(&x->waiting, &e) < 0)
+        return; /* a shard without an entry is read as before */
     x->waiting_entries++;
     x->appended++;
     next_job(x);
